@@ -1,0 +1,63 @@
+"""smartarray: a numpy-compatible array that keeps a host and a CUDA device copy coherent.
+
+Set ``NUMBA_ENABLE_CUDASIM=1`` *before* importing smartarray (or numba.cuda) to use Numba's
+CUDA simulator on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+from . import _numba_cpu  # noqa: F401  (registers the Numba extension)
+from ._array import SmartArray
+from ._backend import tier
+from ._creation import (
+    asarray,
+    empty,
+    empty_like,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
+from ._errors import DeviceUnavailableError, TransferError
+from ._intents import In, InOut, Out
+from ._numba_types import SmartArrayType, numba_type
+from ._transfer import (
+    TransferRecord,
+    TransferStats,
+    no_transfers,
+    reset_transfer_stats,
+    track_transfers,
+    transfer_stats,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DeviceUnavailableError",
+    "In",
+    "InOut",
+    "Out",
+    "SmartArray",
+    "SmartArrayType",
+    "TransferError",
+    "TransferRecord",
+    "TransferStats",
+    "__version__",
+    "asarray",
+    "empty",
+    "empty_like",
+    "full",
+    "full_like",
+    "no_transfers",
+    "numba_type",
+    "ones",
+    "ones_like",
+    "reset_transfer_stats",
+    "tier",
+    "track_transfers",
+    "transfer_stats",
+    "zeros",
+    "zeros_like",
+]

@@ -1,0 +1,971 @@
+"""The SmartArray class: a numpy drop-in whose data lives on the host, the device, or both."""
+
+from __future__ import annotations
+
+import functools
+import numbers
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from . import _backend, _numpy_protocols
+from ._coherence import Allocation, State
+from ._errors import HostMemory, Where, normalize_host_memory, normalize_where
+
+try:  # The kernel-argument hook: numba.cuda calls to_device() on every ArgHint argument.
+    from numba.cuda.args import ArgHint as _ArgHint
+except ImportError:  # pragma: no cover - numba-cuda is a hard dependency
+
+    class _ArgHint:  # type: ignore[no-redef]
+        pass
+
+
+# Views are computed on a *template*: an ndarray with the view's layout whose data pointer is
+# this fake, never-dereferenced address. numpy's view operations only do pointer arithmetic,
+# so a view's layout is known without touching (or syncing) any data.
+_FAKE_BASE = 1 << 44
+
+
+def _is_basic_index(key: Any) -> bool:
+    items = key if type(key) is tuple else (key,)
+    for item in items:
+        if item is None or item is Ellipsis:
+            continue
+        if isinstance(item, slice):
+            continue
+        if isinstance(item, (bool, np.bool_)):
+            return False
+        if isinstance(item, (int, np.integer)):
+            continue
+        return False
+    return True
+
+
+def _view_key(key: Any) -> tuple[Any, ...]:
+    """A basic index that selects the same elements but always gives a view, never a scalar.
+
+    Indexing the layout template with a key that would give a scalar would read memory.
+    """
+    items = key if type(key) is tuple else (key,)
+    if any(item is Ellipsis for item in items):
+        return items
+    return (*items, Ellipsis)
+
+
+def _selects_scalar(key: Any, ndim: int) -> bool:
+    items = key if type(key) is tuple else (key,)
+    return all(isinstance(i, (int, np.integer)) for i in items) and len(items) == ndim
+
+
+class SmartArray(NDArrayOperatorsMixin, _ArgHint):
+    """An array with a host copy and a CUDA device copy that knows which one is current.
+
+    ``SmartArray`` behaves like a :class:`numpy.ndarray` on the host and like a Numba device
+    array in ``@cuda.jit`` kernels; it copies data between the two only when the other side
+    asks for it, and counts every copy in the transfer ledger.
+
+    Parameters
+    ----------
+    obj : array_like, SmartArray or device array, optional
+        Initial data. A numpy-convertible object, another SmartArray, a Numba device array or
+        any object exposing ``__cuda_array_interface__``. If omitted, ``shape`` is required
+        and the array is uninitialised.
+    copy : bool, default True
+        ``False`` adopts ``obj`` without copying when it is a contiguous ndarray, a SmartArray
+        (the result shares its state) or a contiguous device array; ``ValueError`` if that is
+        impossible (non-contiguous data, a different dtype).
+    shape : int or tuple of int, optional
+        Shape of a new uninitialised array (when ``obj`` is None).
+    dtype : data-type, optional
+        Element type (default: inferred from ``obj``, else float64).
+    order : {'C', 'F'}, optional
+        Memory layout of new buffers.
+    where : {'host', 'gpu'}, default 'host'
+        Where a new array is made (``'device'`` is an alias of ``'gpu'``). With no ``obj`` and
+        ``where='gpu'`` memory is allocated on the device only; the host buffer comes later,
+        when the host first needs it. With ``obj`` and ``where='gpu'`` the data is uploaded
+        at once.
+    host_memory : {'pinned', 'pageable', 'mapped'}, optional
+        Kind of host buffer. Default: ``'pinned'`` on a real GPU, else ``'pageable'``; adopted
+        ndarrays are always ``'pageable'``. ``'mapped'`` memory is read and written by the
+        device in place: no copy is ever made and both sides are always valid.
+    stream : numba.cuda stream, optional
+        Stream for the upload made by ``where='gpu'``.
+    label : str, optional
+        Name used for this array in the transfer ledger and error messages.
+
+    Notes
+    -----
+    Writes through the SmartArray API (``a[i] = v``, ``a += b``, ``np.add(x, y, out=a)``,
+    ``a.fill``, numba ``@jit`` calls, kernel launches) keep the validity flags right. The
+    arrays handed out by :meth:`get` are raw buffers: after writing through them, call
+    :meth:`mark_changed`, exactly as with the old ``numba.SmartArray``.
+    """
+
+    __array_priority__ = 50
+
+    _alloc: Allocation
+    _offset: int
+    _shape: tuple[int, ...]
+    _strides: tuple[int, ...]
+    _dtype: np.dtype
+    _writeable: bool
+    _base: SmartArray | None
+
+    def __init__(
+        self,
+        obj: Any = None,
+        copy: bool = True,
+        shape: int | tuple[int, ...] | None = None,
+        dtype: Any = None,
+        order: str | None = None,
+        where: str = "host",
+        *,
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None:
+        where_ = normalize_where(where)
+        memory = None if host_memory is None else normalize_host_memory(host_memory)
+        if order not in (None, "C", "F", "A", "K"):
+            raise ValueError(f"order must be 'C', 'F', 'A' or 'K'; got {order!r}")
+        if obj is None:
+            if shape is None:
+                raise ValueError(
+                    "SmartArray() needs data (obj=...) or a shape (shape=...) to allocate"
+                )
+            shape_ = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+            dtype_ = np.dtype(np.float64 if dtype is None else dtype)
+            alloc = _new_allocation(
+                tuple(int(n) for n in shape_),
+                dtype_,
+                "F" if order == "F" else "C",
+                where_,
+                memory,
+                stream,
+                label,
+            )
+            self._init_view(alloc, 0, alloc.shape, _contiguous_strides(alloc), dtype_)
+            return
+        if shape is not None and np.shape(obj) != tuple(np.atleast_1d(shape)):
+            if not (isinstance(shape, numbers.Integral) and np.shape(obj) == (shape,)):
+                raise ValueError(f"shape={shape!r} does not match the data's shape {np.shape(obj)}")
+        if isinstance(obj, SmartArray):
+            self._init_from_smartarray(obj, copy, dtype, order, where_, stream)
+        elif _backend.is_device_array(obj):
+            self._init_from_device(obj, copy, dtype, label, stream)
+        else:
+            self._init_from_host(obj, copy, dtype, order, where_, memory, stream, label)
+
+    # --- construction ------------------------------------------------------------------------
+
+    def _init_view(
+        self,
+        alloc: Allocation,
+        offset: int,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        dtype: np.dtype,
+        writeable: bool = True,
+        base: SmartArray | None = None,
+    ) -> None:
+        self._alloc = alloc
+        self._offset = offset
+        self._shape = tuple(shape)
+        self._strides = tuple(strides)
+        self._dtype = dtype
+        self._writeable = writeable
+        self._base = base
+
+    def _init_from_smartarray(
+        self,
+        obj: SmartArray,
+        copy: bool,
+        dtype: Any,
+        order: str | None,
+        where: Where,
+        stream: Any,
+    ) -> None:
+        if dtype is not None and np.dtype(dtype) != obj.dtype:
+            if not copy:
+                raise ValueError(
+                    f"copy=False cannot change dtype {obj.dtype} to {np.dtype(dtype)}; "
+                    "use copy=True or .astype()"
+                )
+            obj = obj.astype(dtype)
+            copy = False
+        source = obj.copy(order or "K") if copy else obj
+        self._init_view(
+            source._alloc,
+            source._offset,
+            source._shape,
+            source._strides,
+            source._dtype,
+            source._writeable,
+            None if copy else obj,
+        )
+        if where == "gpu":
+            self.get("gpu", stream=stream)
+
+    def _init_from_device(
+        self, obj: Any, copy: bool, dtype: Any, label: str | None, stream: Any
+    ) -> None:
+        device = _backend.as_device_array(obj)
+        if dtype is not None and np.dtype(dtype) != device.dtype:
+            raise ValueError(
+                f"cannot adopt a {device.dtype} device array as {np.dtype(dtype)}; adopt it "
+                "as is and call .astype()"
+            )
+        flags = _contiguity(device.shape, device.strides, device.dtype.itemsize)
+        if flags is None:
+            raise ValueError(
+                "only contiguous device arrays can be adopted; make a contiguous copy first "
+                "(e.g. cupy.ascontiguousarray or copy_to_device into a new device array)"
+            )
+        _backend.check_device_dtype(device.dtype)
+        if copy:
+            new = _backend.device_empty(tuple(device.shape), device.dtype, flags, stream)
+            _backend.copy_d2d(device, new, stream)
+            device = new
+        alloc = Allocation(
+            tuple(device.shape),
+            np.dtype(device.dtype),
+            flags,
+            host=None,
+            device=device,
+            state=State.DEVICE,
+            host_memory=_backend.default_host_memory(),
+            label=label,
+        )
+        self._init_view(alloc, 0, alloc.shape, tuple(device.strides), alloc.dtype)
+
+    def _init_from_host(
+        self,
+        obj: Any,
+        copy: bool,
+        dtype: Any,
+        order: str | None,
+        where: Where,
+        memory: HostMemory | None,
+        stream: Any,
+        label: str | None,
+    ) -> None:
+        if not copy:
+            if memory not in (None, "pageable"):
+                raise ValueError(
+                    f"copy=False adopts the caller's pageable memory; host_memory={memory!r} "
+                    "needs copy=True"
+                )
+            if isinstance(obj, np.ndarray):
+                if dtype is not None and np.dtype(dtype) != obj.dtype:
+                    raise ValueError(
+                        f"copy=False cannot adopt a {obj.dtype} ndarray as {np.dtype(dtype)}; "
+                        "use copy=True"
+                    )
+                if type(obj) is not np.ndarray:
+                    obj = obj.view(np.ndarray)
+                host = obj
+            else:
+                host = np.asarray(obj, dtype=dtype)
+            layout = _contiguity(host.shape, host.strides, host.itemsize)
+            if layout is None:
+                raise ValueError(
+                    "copy=False needs a C- or F-contiguous ndarray, got a non-contiguous one; "
+                    "pass copy=True or np.ascontiguousarray(a)"
+                )
+            memory = "pageable"
+        else:
+            host = np.array(obj, dtype=dtype, order=order or "K", copy=True)
+            if host.dtype.hasobject and where == "gpu":
+                _backend.check_device_dtype(host.dtype)
+            layout = _contiguity(host.shape, host.strides, host.itemsize)
+            if layout is None:
+                host = np.ascontiguousarray(host)
+                layout = "C"
+            if memory is None:
+                memory = _backend.default_host_memory()
+            if memory != "pageable":
+                buffer = _backend.host_empty(host.shape, host.dtype, layout, memory)
+                buffer[...] = host
+                host = buffer
+        if where == "gpu":
+            _backend.require_device()
+            _backend.check_device_dtype(host.dtype)
+        alloc = Allocation(
+            host.shape,
+            host.dtype,
+            layout,
+            host=host,
+            device=None,
+            state=State.HOST,
+            host_memory=memory,
+            label=label,
+        )
+        self._init_view(alloc, 0, alloc.shape, tuple(host.strides), alloc.dtype)
+        if where == "gpu":
+            alloc.ensure_device(stream)
+
+    @classmethod
+    def _view(
+        cls,
+        alloc: Allocation,
+        offset: int,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        dtype: np.dtype,
+        writeable: bool,
+        base: SmartArray | None,
+    ) -> SmartArray:
+        view = cls.__new__(cls)
+        view._init_view(alloc, offset, shape, strides, dtype, writeable, base)
+        return view
+
+    @classmethod
+    def _from_numpy_result(cls, result: np.ndarray, arrays: list[SmartArray]) -> SmartArray:
+        """Wrap an ndarray returned by numpy: a view of an argument's buffer, or new data."""
+        if result.ndim and result.size:
+            lo, hi = np.lib.array_utils.byte_bounds(result)
+            for array in arrays:
+                host = array._alloc.host
+                if host is None:
+                    continue
+                start = host.ctypes.data
+                if start <= lo and hi <= start + array._alloc.nbytes:
+                    return cls._view(
+                        array._alloc,
+                        result.ctypes.data - start,
+                        result.shape,
+                        result.strides,
+                        result.dtype,
+                        result.flags.writeable and array._writeable,
+                        array,
+                    )
+        if type(result) is not np.ndarray:
+            result = result.view(np.ndarray)
+        if _contiguity(result.shape, result.strides, result.itemsize) is None:
+            result = np.ascontiguousarray(result)
+        return cls(result, copy=False)
+
+    # --- coherence API (the old numba.SmartArray API) ---------------------------------------
+
+    def get(self, where: str = "host", stream: Any = None) -> Any:
+        """Make the ``where`` copy current (copying if it is stale) and return it.
+
+        Parameters
+        ----------
+        where : {'host', 'gpu'}
+            ``'host'`` returns a writable :class:`numpy.ndarray`; ``'gpu'`` (alias ``'device'``)
+            a Numba device array. Both share memory with this SmartArray.
+        stream : numba.cuda stream, optional
+            Stream for the copy. A host copy enqueued on a stream is complete once that
+            stream is synchronised; SmartArray's own host accesses wait for it automatically.
+
+        Notes
+        -----
+        The returned array is a raw buffer: if you write through it, call
+        ``mark_changed(where)`` afterwards, or the other copy stays marked current.
+        """
+        side = normalize_where(where)
+        if side == "host":
+            with self._alloc.lock:
+                self._alloc.ensure_host(stream)
+                return self._host_view(write=True, sync=False)
+        return self._device_view(stream)
+
+    def mark_changed(self, where: str = "host") -> None:
+        """Declare that the ``where`` copy was modified, making the other copy stale.
+
+        Raises
+        ------
+        RuntimeError
+            If the ``where`` copy was itself stale (nothing valid was written over).
+        """
+        self._alloc.mark_changed(normalize_where(where))
+
+    def is_valid(self, where: str) -> bool:
+        """True when the ``where`` copy (``'host'`` or ``'gpu'``) is current."""
+        return self._alloc.is_valid(normalize_where(where))
+
+    @property
+    def location(self) -> str:
+        """``'host'``, ``'gpu'`` or ``'both'``: which copies are current."""
+        return self._alloc.state.value
+
+    @property
+    def host_memory(self) -> str:
+        """Kind of host buffer: ``'pinned'``, ``'pageable'`` or ``'mapped'``."""
+        return self._alloc.host_memory
+
+    @property
+    def label(self) -> str:
+        """This array's name in the transfer ledger (shared by all views of one buffer)."""
+        return self._alloc.label
+
+    def free_device(self) -> None:
+        """Release the device copy, first copying it to the host if only it was current."""
+        self._alloc.free_device()
+
+    def to_host(self, stream: Any = None) -> SmartArray:
+        """Make the host copy current (e.g. asynchronously on ``stream``); returns self."""
+        self._alloc.ensure_host(stream)
+        return self
+
+    def to_gpu(self, stream: Any = None) -> SmartArray:
+        """Make the device copy current (e.g. asynchronously on ``stream``); returns self."""
+        self._alloc.ensure_device(stream)
+        return self
+
+    def readonly(self) -> Any:
+        """Pass this array with read-only intent (same as ``smartarray.In(self)``)."""
+        from ._intents import In
+
+        return In(self)
+
+    # --- buffers --------------------------------------------------------------------------
+
+    def _check_writeable(self) -> None:
+        if not self._writeable:
+            raise ValueError("assignment destination is read-only")
+
+    def _host_view(self, write: bool, sync: bool = True, overwrite_all: bool = False) -> np.ndarray:
+        """This view's host ndarray, its host copy made current first (unless ``sync=False``)."""
+        alloc = self._alloc
+        if sync:
+            if write:
+                self._check_writeable()
+                alloc.prepare_host_write(overwrite_all)
+            else:
+                alloc.ensure_host()
+        elif alloc.host is None:
+            alloc._host_buffer()
+        key = "_host_rw" if write else "_host_ro"
+        view = self.__dict__.get(key)
+        if view is None:
+            assert alloc.host is not None
+            view = _backend.strided_view(
+                alloc.host,
+                self._offset,
+                self._shape,
+                self._strides,
+                self._dtype,
+                writeable=write and self._writeable,
+            )
+            self.__dict__[key] = view
+        return view
+
+    def _device_view(self, stream: Any = None, prepare: Callable[..., Any] | None = None) -> Any:
+        alloc = self._alloc
+        with alloc.lock:
+            device = (prepare or alloc.ensure_device)(stream)
+            cached = self.__dict__.get("_device_cache")
+            if cached is not None and cached[0] is device:
+                return cached[1]
+            view = _backend.device_view(
+                device, self._offset, self._shape, self._strides, self._dtype
+            )
+            self.__dict__["_device_cache"] = (device, view)
+            return view
+
+    def _template(self) -> np.ndarray:
+        """An ndarray with this view's layout over a fake address (never read or written)."""
+        template = self.__dict__.get("_template_cache")
+        if template is None:
+            interface = {
+                "data": (_FAKE_BASE + self._offset, not self._writeable),
+                "shape": self._shape,
+                "strides": self._strides,
+                "typestr": self._dtype.str,
+                "descr": self._dtype.descr,
+                "version": 3,
+            }
+            template = _backend.array_from_interface(interface, self._dtype, keep_alive=None)
+            self.__dict__["_template_cache"] = template
+        return template
+
+    def _from_template(self, result: np.ndarray) -> SmartArray:
+        lo, hi = np.lib.array_utils.byte_bounds(result) if result.size else (_FAKE_BASE,) * 2
+        if not (lo >= _FAKE_BASE and hi <= _FAKE_BASE + self._alloc.nbytes):
+            raise AssertionError("a view operation produced memory outside its base")
+        return SmartArray._view(
+            self._alloc,
+            result.__array_interface__["data"][0] - _FAKE_BASE,
+            result.shape,
+            result.strides,
+            result.dtype,
+            result.flags.writeable and self._writeable,
+            self,
+        )
+
+    def _apply_view(self, operation: Callable[[np.ndarray], np.ndarray]) -> SmartArray:
+        """Apply a numpy view operation (one that never copies) to this array's layout."""
+        return self._from_template(operation(self._template()))
+
+    # --- ndarray attributes -----------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Tuple of array dimensions."""
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Data type of the elements."""
+        return self._dtype
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self._shape, dtype=np.int64))
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Bytes to step in each dimension."""
+        return self._strides
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements of this (view of the) array."""
+        return self.size * self.itemsize
+
+    @property
+    def flags(self) -> Any:
+        """Memory-layout flags, as ``ndarray.flags`` (``writeable`` False for read-only views)."""
+        return self._template().flags
+
+    @property
+    def base(self) -> SmartArray | None:
+        """The SmartArray this one is a view of, or None if it owns its buffers."""
+        return self._base
+
+    @property
+    def T(self) -> SmartArray:
+        """Transposed view."""
+        return self.transpose()
+
+    @property
+    def mT(self) -> SmartArray:
+        """View with the last two axes swapped."""
+        return self._apply_view(lambda t: t.mT)
+
+    @property
+    def real(self) -> SmartArray:
+        """Real part (a view for complex arrays)."""
+        if self._dtype.kind == "c":
+            return self._apply_view(lambda t: t.real)
+        return self
+
+    @property
+    def imag(self) -> SmartArray:
+        """Imaginary part (a view for complex arrays, zeros otherwise)."""
+        if self._dtype.kind == "c":
+            return self._apply_view(lambda t: t.imag)
+        from ._creation import zeros_like
+
+        return zeros_like(self)
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of unsized object")
+        return self._shape[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self._shape:
+            raise TypeError("iteration over a 0-d array")
+        if self.ndim == 1:
+            return iter(self._host_view(write=False))
+        return (self[i] for i in range(self._shape[0]))
+
+    def __getitem__(self, key: Any) -> Any:
+        if _is_basic_index(key):
+            if _selects_scalar(key, self.ndim):
+                self._template()[_view_key(key)]  # bounds check on the layout only
+                with self._alloc.lock:
+                    return self._host_view(write=False)[key]
+            return self._apply_view(lambda t: t[key])
+        return _numpy_protocols.call_on_host(_getitem, (self, key), {})
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._check_writeable()
+        if _is_basic_index(key):
+            self._template()[_view_key(key)]  # raises IndexError before anything is copied
+        alloc = self._alloc
+        call = _numpy_protocols._Call()
+        host_value = call.unwrap(value)
+        host_key = call.unwrap(key)
+        with alloc.lock:
+            if not alloc.is_valid("host"):
+                _validate_assignment(
+                    self._template(), key if _is_basic_index(key) else None, host_value, self._dtype
+                )
+            host = self._host_view(write=True)
+            host[host_key] = host_value
+            alloc.mark_changed("host")
+
+    def __contains__(self, value: Any) -> bool:
+        return value in self._host_view(write=False)
+
+    # --- numpy protocols ----------------------------------------------------------------------
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """The host copy (made current) as a **read-only** ndarray, or a copy with ``copy=True``.
+
+        A read-only view is handed out so that code writing through ``np.asarray(a)`` fails
+        loudly instead of leaving a stale device copy. Use :meth:`get` for a writable buffer.
+        """
+        with self._alloc.lock:
+            host = self._host_view(write=False)
+            if copy:
+                return np.array(host, dtype=dtype, copy=True)
+        if dtype is not None and np.dtype(dtype) != host.dtype:
+            if copy is False:
+                raise ValueError(
+                    f"Unable to avoid copy while converting from {host.dtype} to {np.dtype(dtype)}"
+                )
+            return host.astype(dtype)
+        return host
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return _numpy_protocols.array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return _numpy_protocols.array_function(func, types, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names not defined on SmartArray: forward public ndarray methods and
+        # attributes to the host copy, made current first (never to a stale copy).
+        if name.startswith("_") or not hasattr(np.ndarray, name):
+            raise AttributeError(f"'SmartArray' object has no attribute {name!r}")
+        if callable(getattr(np.ndarray, name)):
+            return _numpy_protocols.call_method(self, name)
+        # Non-callable attributes (ctypes, data, flat…) come from a read-only host view.
+        return getattr(self._host_view(write=False), name)
+
+    # --- conversions ------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        with self._alloc.lock:
+            text = np.array_repr(self._host_view(write=False))
+        body = text[len("array") :]
+        return "SmartArray" + body.replace("\n      ", "\n" + " " * len("SmartArray "))
+
+    def __str__(self) -> str:
+        return str(self._host_view(write=False))
+
+    def __format__(self, spec: str) -> str:
+        return format(self._host_view(write=False), spec)
+
+    def __bool__(self) -> bool:
+        return bool(self._host_view(write=False))
+
+    def __int__(self) -> int:
+        return int(self._host_view(write=False))  # type: ignore[call-overload]
+
+    def __float__(self) -> float:
+        return float(self._host_view(write=False))  # type: ignore[arg-type]
+
+    def __complex__(self) -> complex:
+        return complex(self._host_view(write=False))  # type: ignore[arg-type]
+
+    def __index__(self) -> int:
+        return self._host_view(write=False).__index__()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def tolist(self) -> Any:
+        """The data as nested Python lists (``ndarray.tolist``)."""
+        return self._host_view(write=False).tolist()
+
+    def item(self, *args: Any) -> Any:
+        """Copy an element to a Python scalar (``ndarray.item``)."""
+        return self._host_view(write=False).item(*args)
+
+    # --- copies and layout ------------------------------------------------------------------
+
+    def copy(self, order: str = "C") -> SmartArray:
+        """A new SmartArray with a copy of the data.
+
+        The copy is made where the data is current: a device-only array is copied on the
+        device (no host transfer).
+        """
+        alloc = self._alloc
+        with alloc.lock:
+            layout = _contiguity(self._shape, self._strides, self.itemsize)
+            if (
+                alloc.state is State.DEVICE
+                and layout is not None
+                and order in ("K", "A", layout)
+                and min(self._strides, default=0) >= 0
+            ):
+                source = self._device_view()
+                target = _backend.device_empty(self._shape, self._dtype, layout)
+                _backend.copy_d2d(source, target)
+                new = Allocation(
+                    self._shape,
+                    self._dtype,
+                    layout,
+                    host=None,
+                    device=target,
+                    state=State.DEVICE,
+                    host_memory=alloc.host_memory
+                    if alloc.host_memory != "mapped"
+                    else _backend.default_host_memory(),
+                )
+                return SmartArray._view(
+                    new, 0, self._shape, tuple(target.strides), self._dtype, True, None
+                )
+            host = np.array(self._host_view(write=False), order=order, copy=True)
+        return SmartArray(host, copy=False)
+
+    def __copy__(self) -> SmartArray:
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict) -> SmartArray:
+        return self.copy()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickle through the host copy.
+        return (_unpickle, (np.array(self._host_view(write=False), order="K"),))
+
+    def astype(
+        self, dtype: Any, order: str = "K", casting: str = "unsafe", copy: bool = True
+    ) -> SmartArray:
+        """Cast to ``dtype`` (``ndarray.astype``); returns self when no copy is needed and copy=False."""
+        if not copy and np.dtype(dtype) == self._dtype:
+            return self
+        return _numpy_protocols.call_on_host(
+            lambda a: a.astype(dtype, order=order, casting=casting), (self,), {}
+        )
+
+    def reshape(self, *shape: Any, order: str = "C", copy: bool | None = None) -> SmartArray:
+        """A view with a new shape when possible (no data touched), else a copy."""
+        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+            shape = tuple(shape[0])
+        if copy is not True:
+            try:
+                return self._apply_view(lambda t: t.reshape(shape, order=order, copy=False))
+            except ValueError:
+                if copy is False:
+                    raise
+        return _numpy_protocols.call_on_host(
+            lambda a: a.reshape(shape, order=order, copy=True), (self,), {}
+        )
+
+    def ravel(self, order: str = "C") -> SmartArray:
+        """A flattened view when possible, else a copy (``ndarray.ravel``)."""
+        if order == "K":
+            return _numpy_protocols.call_on_host(lambda a: a.ravel("K"), (self,), {})
+        if order == "A":
+            order = "F" if self.flags.f_contiguous and not self.flags.c_contiguous else "C"
+        return self.reshape(-1, order=order)
+
+    def flatten(self, order: str = "C") -> SmartArray:
+        """A flattened copy."""
+        return self.reshape(-1, order=order, copy=True)
+
+    def transpose(self, *axes: Any) -> SmartArray:
+        """View with axes permuted (``ndarray.transpose``)."""
+        return self._apply_view(lambda t: t.transpose(*axes))
+
+    def swapaxes(self, axis1: int, axis2: int) -> SmartArray:
+        """View with two axes interchanged."""
+        return self._apply_view(lambda t: t.swapaxes(axis1, axis2))
+
+    def squeeze(self, axis: Any = None) -> SmartArray:
+        """View with length-one axes removed."""
+        return self._apply_view(lambda t: t.squeeze(axis))
+
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> SmartArray:
+        """Read-only view of the diagonal (``ndarray.diagonal``)."""
+        return self._apply_view(lambda t: t.diagonal(offset, axis1, axis2))
+
+    def view(self, dtype: Any = None) -> SmartArray:
+        """View of the same memory with another dtype (``ndarray.view``)."""
+        if dtype is None:
+            return self._apply_view(lambda t: t.view())
+        if isinstance(dtype, type) and issubclass(dtype, np.ndarray):
+            raise TypeError("SmartArray.view() cannot return an ndarray subclass; use get('host')")
+        return self._apply_view(lambda t: t.view(dtype))
+
+    def fill(self, value: Any) -> None:
+        """Set every element to ``value``; never copies stale data it overwrites anyway."""
+        self._check_writeable()
+        np.asarray(value, dtype=self._dtype)  # conversion errors before any state change
+        alloc = self._alloc
+        with alloc.lock:
+            overwrite_all = self.nbytes == alloc.nbytes
+            self._host_view(write=True, overwrite_all=overwrite_all).fill(value)
+            alloc.mark_changed("host")
+
+    # Reductions: explicit for discoverability; all run on the host copy through numpy.
+    def sum(self, *args: Any, **kwargs: Any) -> Any:
+        """Sum of elements (``numpy.sum``)."""
+        return np.sum(self, *args, **kwargs)
+
+    def mean(self, *args: Any, **kwargs: Any) -> Any:
+        """Mean of elements (``numpy.mean``)."""
+        return np.mean(self, *args, **kwargs)
+
+    def min(self, *args: Any, **kwargs: Any) -> Any:
+        """Minimum (``numpy.min``)."""
+        return np.min(self, *args, **kwargs)
+
+    def max(self, *args: Any, **kwargs: Any) -> Any:
+        """Maximum (``numpy.max``)."""
+        return np.max(self, *args, **kwargs)
+
+    def any(self, *args: Any, **kwargs: Any) -> Any:
+        """True if any element is true (``numpy.any``)."""
+        return np.any(self, *args, **kwargs)
+
+    def all(self, *args: Any, **kwargs: Any) -> Any:
+        """True if all elements are true (``numpy.all``)."""
+        return np.all(self, *args, **kwargs)
+
+    # --- CUDA hooks -------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _numba_type_(self) -> Any:  # type: ignore[override]
+        """The Numba type of this array (read by Numba's dispatchers instead of typeof)."""
+        from ._numba_types import smartarray_type_of
+
+        return smartarray_type_of(self, readonly=not self._writeable)
+
+    def to_device(self, retr: list, stream: Any = 0) -> Any:
+        """Kernel-argument hook called by numba.cuda at launch (read-write intent)."""
+        from ._numba_cuda import kernel_argument
+
+        return kernel_argument(self, "inout", retr, stream)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA Array Interface (v3) of the device copy, made current.
+
+        Whoever reads this gets a raw device pointer and may write through it, so the device
+        copy is conservatively marked changed (the host copy becomes stale).
+        """
+        from ._numba_cuda import export_cuda_array_interface
+
+        return export_cuda_array_interface(self)
+
+
+def _getitem(array: np.ndarray, key: Any) -> Any:
+    return array[key]
+
+
+def _unpickle(host: np.ndarray) -> SmartArray:
+    return SmartArray(host, copy=False)
+
+
+def _contiguous_strides(alloc: Allocation) -> tuple[int, ...]:
+    strides: list[int] = []
+    step = alloc.dtype.itemsize
+    dims = alloc.shape if alloc.order == "F" else alloc.shape[::-1]
+    for n in dims:
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(strides) if alloc.order == "F" else tuple(reversed(strides))
+
+
+def _contiguity(shape: tuple[int, ...], strides: Any, itemsize: int) -> str | None:
+    """'C' or 'F' for a contiguous layout (C preferred), None otherwise."""
+    if strides is None:
+        return "C"
+    strides = tuple(strides)
+    for order in ("C", "F"):
+        step = itemsize
+        dims = range(len(shape) - 1, -1, -1) if order == "C" else range(len(shape))
+        ok = True
+        for i in dims:
+            if shape[i] != 1 and strides[i] != step:
+                ok = False
+                break
+            step *= shape[i]
+        if ok or 0 in shape:
+            return order
+    return None
+
+
+def _validate_assignment(template: np.ndarray, key: Any, value: Any, dtype: np.dtype) -> None:
+    """Check that ``a[key] = value`` would succeed, without touching the array's data."""
+    target_shape = template[_view_key(key)].shape if key is not None else None
+    probe = np.asarray(value)
+    if probe.dtype.kind in "OUS" and dtype.kind not in "OUS":
+        np.asarray(value, dtype=dtype)  # ValueError on bad conversion
+    elif not np.can_cast(probe.dtype, dtype, casting="unsafe"):
+        raise TypeError(f"cannot assign {probe.dtype} values to a {dtype} array")
+    if target_shape is not None:
+        shape = probe.shape
+        while len(shape) > len(target_shape) and shape[0] == 1:
+            shape = shape[1:]
+        try:
+            np.broadcast_shapes(shape, target_shape)
+            if (
+                len(shape) > len(target_shape)
+                or np.broadcast_shapes(shape, target_shape) != target_shape
+            ):
+                raise ValueError
+        except ValueError:
+            raise ValueError(
+                f"could not broadcast input array from shape {probe.shape} into shape {target_shape}"
+            ) from None
+
+
+def _new_allocation(
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    order: str,
+    where: Where,
+    memory: HostMemory | None,
+    stream: Any,
+    label: str | None,
+) -> Allocation:
+    if memory is None:
+        memory = _backend.default_host_memory()
+    if where == "gpu":
+        _backend.require_device()
+        _backend.check_device_dtype(dtype)
+        if memory == "mapped":
+            return Allocation(
+                shape,
+                dtype,
+                order,
+                host=None,
+                device=None,
+                state=State.BOTH,
+                host_memory=memory,
+                label=label,
+            )
+        device = _backend.device_empty(shape, dtype, order, stream)
+        return Allocation(
+            shape,
+            dtype,
+            order,
+            host=None,
+            device=device,
+            state=State.DEVICE,
+            host_memory=memory,
+            label=label,
+        )
+    host = _backend.host_empty(shape, dtype, order, memory)
+    return Allocation(
+        shape,
+        dtype,
+        order,
+        host=host,
+        device=None,
+        state=State.HOST,
+        host_memory=memory,
+        label=label,
+    )

@@ -1,0 +1,317 @@
+"""The CUDA backend: the one module that allocates device and page-locked memory.
+
+Everything smartarray does with ``numba.cuda`` memory goes through the small set of
+functions below, so the rest of the package never needs to know whether it runs on a real
+GPU, in Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) or on a machine without CUDA.
+
+The three *tiers*:
+
+``'gpu'``
+    a CUDA driver and device are present; device arrays are ``DeviceNDArray``.
+``'simulator'``
+    ``NUMBA_ENABLE_CUDASIM=1`` was set before ``numba.cuda`` was imported; device arrays are
+    the simulator's ``FakeCUDAArray`` (ordinary host memory). Pinned and mapped host memory are
+    emulated with ordinary memory but keep their hardware semantics (mapped: no copies).
+``'host-only'``
+    no CUDA at all; every device request raises :class:`DeviceUnavailableError`.
+
+Note that ``numba.cuda.is_available()`` is True in the simulator, so it is never used alone.
+Byte copies between host and device are *not* made here directly by callers: they go through
+:mod:`smartarray._transfer`, which records them in the ledger and calls :func:`copy_h2d` /
+:func:`copy_d2h`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ._errors import DeviceUnavailableError, HostMemory
+
+_HOW_TO_GET_A_DEVICE = (
+    "smartarray needs a CUDA device for this. Either run on a machine with an NVIDIA GPU and "
+    "driver, or set the environment variable NUMBA_ENABLE_CUDASIM=1 *before* numba.cuda or "
+    "smartarray is first imported to use Numba's CUDA simulator."
+)
+
+
+@functools.cache
+def cuda() -> Any:
+    """Return the ``numba.cuda`` module (real or simulator), importing it once."""
+    from numba import cuda as numba_cuda
+
+    return numba_cuda
+
+
+@functools.cache
+def tier() -> str:
+    """Return ``'gpu'``, ``'simulator'`` or ``'host-only'`` for this process."""
+    try:
+        from numba.cuda.core import config
+
+        numba_cuda = cuda()
+    except ImportError:  # pragma: no cover - numba-cuda is a hard dependency
+        return "host-only"
+    if config.ENABLE_CUDASIM:
+        return "simulator"
+    try:
+        return "gpu" if numba_cuda.is_available() else "host-only"
+    except Exception:  # pragma: no cover - a broken driver counts as no device
+        return "host-only"
+
+
+def is_simulator() -> bool:
+    """True when running in Numba's CUDA simulator."""
+    return tier() == "simulator"
+
+
+def require_device() -> None:
+    """Raise :class:`DeviceUnavailableError` unless a GPU or the simulator is available."""
+    if tier() == "host-only":
+        raise DeviceUnavailableError(_HOW_TO_GET_A_DEVICE)
+
+
+def check_device_dtype(dtype: np.dtype) -> None:
+    """Raise ``TypeError`` if the device cannot hold elements of ``dtype``."""
+    from numba.np import numpy_support
+
+    problem = None
+    if dtype.hasobject:
+        problem = "it holds Python objects"
+    else:
+        try:
+            numpy_support.from_dtype(dtype)
+        except (NotImplementedError, TypeError, KeyError):
+            problem = "Numba has no device type for it"
+    if problem is not None:
+        raise TypeError(
+            f"dtype {dtype} cannot live on a CUDA device ({problem}); convert it first, e.g. "
+            f"with .astype(np.float64), or keep the array on the host (where='host')"
+        )
+
+
+def default_host_memory() -> HostMemory:
+    """The host buffer kind used for arrays smartarray allocates itself."""
+    return "pinned" if tier() == "gpu" else "pageable"
+
+
+# --- allocation ---------------------------------------------------------------------------
+
+
+def host_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, kind: HostMemory) -> Any:
+    """Allocate an uninitialised contiguous host buffer of the given kind."""
+    if kind == "pageable":
+        return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
+    require_device()
+    if tier() == "simulator":
+        return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
+    if kind == "pinned":
+        return cuda().pinned_array(shape, dtype=dtype, order=order)
+    return cuda().mapped_array(shape, dtype=dtype, order=order)
+
+
+def mapped_device_view(host: Any) -> Any:
+    """A device array that aliases a mapped host buffer (no copy ever needed)."""
+    if tier() == "simulator":
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(host)
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    return DeviceNDArray(host.shape, host.strides, host.dtype, gpu_data=host.gpu_data)
+
+
+def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: Any = 0) -> Any:
+    """Allocate an uninitialised contiguous device array."""
+    require_device()
+    try:
+        return cuda().device_array(shape, dtype=dtype, order=order, stream=stream or 0)
+    except Exception as exc:
+        if _is_out_of_memory(exc):
+            nbytes = int(np.prod(shape)) * dtype.itemsize
+            raise MemoryError(
+                f"out of device memory allocating {nbytes} bytes for a {dtype} array of shape "
+                f"{shape}; free device copies you no longer need with SmartArray.free_device()"
+            ) from exc
+        raise
+
+
+def _is_out_of_memory(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__} {exc}"
+    return "OUT_OF_MEMORY" in text or "out of memory" in text.lower()
+
+
+def device_fill(device: Any, value: Any, stream: Any = 0) -> None:
+    """Fill a contiguous device array with ``value`` on the device (no host copy)."""
+    if tier() == "simulator":
+        device._ary[...] = value
+        return
+    if device.size == 0:
+        return
+    flat = device.reshape(device.size)
+    kernel = _fill_kernel()
+    threads = 256
+    blocks = (device.size + threads - 1) // threads
+    kernel[blocks, threads, stream or 0](flat, flat.dtype.type(value))
+
+
+@functools.cache
+def _fill_kernel() -> Any:
+    numba_cuda = cuda()
+
+    @numba_cuda.jit
+    def fill(out, value):  # pragma: no cover - runs on the GPU only
+        i = numba_cuda.grid(1)
+        if i < out.size:
+            out[i] = value
+
+    return fill
+
+
+def device_view(
+    base: Any, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype
+) -> Any:
+    """A device array viewing ``base``'s memory: element 0 at byte ``offset``, given strides.
+
+    Raises
+    ------
+    ValueError
+        For negative strides, which Numba device arrays cannot represent.
+    """
+    if (
+        offset == 0
+        and tuple(shape) == tuple(base.shape)
+        and tuple(strides) == tuple(base.strides)
+        and dtype == base.dtype
+    ):
+        return base
+    if any(s < 0 for s in strides):
+        raise ValueError(
+            "this view has negative strides (e.g. a[::-1]), which Numba device arrays cannot "
+            "represent; pass a copy instead (view.copy())"
+        )
+    if tier() == "simulator":
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(strided_view(base._ary, offset, shape, strides, dtype))
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    size = int(np.prod(shape))
+    if size == 0:
+        return DeviceNDArray(shape, strides, dtype)
+    extent = sum((n - 1) * s for n, s in zip(shape, strides)) + dtype.itemsize
+    return DeviceNDArray(
+        shape, strides, dtype, gpu_data=base.gpu_data.view(offset, offset + extent)
+    )
+
+
+def strided_view(
+    buffer: np.ndarray,
+    offset: int,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    dtype: np.dtype,
+    writeable: bool = True,
+) -> np.ndarray:
+    """An ndarray over ``buffer``'s memory starting ``offset`` bytes in (base kept alive)."""
+    interface = {
+        "data": (buffer.ctypes.data + offset, not (writeable and buffer.flags.writeable)),
+        "shape": tuple(shape),
+        "strides": tuple(strides),
+        "typestr": dtype.str,
+        "descr": dtype.descr,
+        "version": 3,
+    }
+    return array_from_interface(interface, dtype, keep_alive=buffer)
+
+
+class _InterfaceHolder:
+    """An object exposing an ``__array_interface__`` (and keeping its memory's owner alive)."""
+
+    __slots__ = ("__array_interface__", "base")
+
+    def __init__(self, interface: dict[str, Any], base: Any) -> None:
+        self.__array_interface__ = interface
+        self.base = base
+
+
+def array_from_interface(interface: dict[str, Any], dtype: np.dtype, keep_alive: Any) -> np.ndarray:
+    """Build an ndarray from an ``__array_interface__`` dict (no copy, no bounds check)."""
+    view = np.asarray(_InterfaceHolder(interface, keep_alive))
+    if view.dtype != dtype:  # structured / subarray dtypes
+        view = view.view(dtype)
+    return view
+
+
+def is_device_array(obj: Any) -> bool:
+    """True for Numba device arrays (real or simulated) and CUDA-array-interface objects."""
+    if isinstance(obj, np.ndarray):
+        return False
+    if getattr(obj, "__cuda_ndarray__", False):
+        return True
+    return hasattr(type(obj), "__cuda_array_interface__")
+
+
+def as_device_array(obj: Any) -> Any:
+    """View a CUDA-array-interface object as a Numba device array, without copying."""
+    if getattr(obj, "__cuda_ndarray__", False):
+        return obj
+    require_device()
+    return cuda().as_cuda_array(obj)
+
+
+# --- copies (called only by smartarray._transfer) -----------------------------------------
+
+
+def copy_h2d(host: np.ndarray, device: Any, stream: Any = 0) -> None:
+    """Copy a contiguous host buffer into a device buffer of the same layout."""
+    device.copy_to_device(host, stream=stream or 0)
+
+
+def copy_d2h(device: Any, host: np.ndarray, stream: Any = 0) -> None:
+    """Copy a contiguous device buffer into a host buffer of the same layout."""
+    device.copy_to_host(host, stream=stream or 0)
+
+
+def copy_d2d(src: Any, dst: Any, stream: Any = 0) -> None:
+    """Copy device to device (no bus traffic; not a ledger transfer)."""
+    if tier() == "simulator":
+        dst._ary[...] = src._ary
+        return
+    dst.copy_to_device(src, stream=stream or 0)
+
+
+# --- streams and events -----------------------------------------------------------------
+
+
+def is_default_stream(stream: Any) -> bool:
+    """True for ``None``/``0`` and Numba's default-stream objects."""
+    if stream is None or stream == 0:
+        return True
+    handle = getattr(stream, "handle", None)
+    value = getattr(handle, "value", handle)
+    try:
+        return not value
+    except Exception:
+        return False
+
+
+def record_event(stream: Any) -> Any:
+    """Record an event on ``stream`` (``None`` for the default stream or in the simulator)."""
+    if tier() != "gpu" or is_default_stream(stream):
+        return None
+    event = cuda().event(timing=False)
+    event.record(stream)
+    return event
+
+
+def wait_event(event: Any, stream: Any = None) -> None:
+    """Make ``stream`` (or, with no stream, the host) wait for ``event``."""
+    if event is None:
+        return
+    if stream is None or is_default_stream(stream):
+        event.synchronize()
+    else:
+        event.wait(stream)

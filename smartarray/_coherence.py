@@ -1,0 +1,240 @@
+"""The coherence state machine: the only code that flips validity flags.
+
+One :class:`Allocation` exists per base buffer pair (a contiguous host buffer and its device
+twin). Every SmartArray, and every view of it, points at one Allocation and shares its state.
+The state is one of three::
+
+                 host write                      device write
+       +-------------------------+    +---------------------------+
+       v                         |    |                           v
+    +------+  device read (H2D)  +------+  host read (D2H)    +--------+
+    | HOST | ------------------> | BOTH | <------------------ | DEVICE |
+    +------+                     +------+                     +--------+
+       ^ |                                                        | ^
+       | +---------------------- device write ---------------------+ |
+       +------------------------ host write ------------------------+
+
+``HOST``: only the host copy is current. ``DEVICE``: only the device copy is current.
+``BOTH``: both copies hold the same bytes. Reads move to ``BOTH`` (copying once if needed);
+writes move to the side that was written. Mapped host memory is always ``BOTH``: the device
+reads and writes it directly. A new array starts in ``HOST`` (made on the host) or ``DEVICE``
+(made with ``where='gpu'``); an array that has no device buffer yet is in ``HOST``.
+
+All transitions, and the copies they imply, run under the allocation's re-entrant lock.
+Copies go through :mod:`smartarray._transfer` (the ledger); memory comes from
+:mod:`smartarray._backend`.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import _backend, _transfer
+from ._errors import HostMemory, Where
+
+_labels = itertools.count(1)
+
+
+class State(enum.Enum):
+    """Which copies of an allocation are current."""
+
+    HOST = "host"
+    DEVICE = "gpu"
+    BOTH = "both"
+
+
+class Allocation:
+    """A host buffer and a device buffer that hold the same logical array.
+
+    Parameters
+    ----------
+    shape, dtype, order
+        Shape, dtype and memory order (``'C'`` or ``'F'``) of the base buffers.
+    host
+        An existing contiguous host buffer to adopt, or ``None`` (allocated lazily).
+    device
+        An existing contiguous device buffer to adopt, or ``None`` (allocated lazily).
+    state
+        Which of the adopted buffers is current.
+    host_memory
+        Kind of host buffer (``'pinned'``, ``'pageable'`` or ``'mapped'``).
+    """
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        order: str,
+        *,
+        host: np.ndarray | None,
+        device: Any,
+        state: State,
+        host_memory: HostMemory,
+        label: str | None = None,
+    ) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        self.order = order
+        self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        self.host = host
+        self.device = device
+        self.state = state
+        self.host_memory: HostMemory = host_memory
+        self.label = label or f"SmartArray#{next(_labels)}"
+        self.lock = threading.RLock()
+        # Last device work enqueued on a non-default stream (kernel or H2D), and a pending
+        # asynchronous D2H copy: host access waits for these, and only these.
+        self._device_event: Any = None
+        self._host_event: Any = None
+        if host_memory == "mapped":
+            if self.host is None:
+                self.host = _backend.host_empty(shape, dtype, order, "mapped")
+            if self.device is None:
+                self.device = _backend.mapped_device_view(self.host)
+            self.state = State.BOTH
+
+    # --- queries -------------------------------------------------------------------------
+
+    def is_valid(self, where: Where) -> bool:
+        """True when the ``where`` copy is current."""
+        if self.state is State.BOTH:
+            return True
+        return self.state.value == where
+
+    # --- reads: make a side valid ----------------------------------------------------------
+
+    def ensure_host(self, stream: Any = None) -> np.ndarray:
+        """Make the host copy current (one D2H copy if it is stale) and return it."""
+        with self.lock:
+            if self.state is State.DEVICE:
+                host = self._host_buffer()
+                self._order_after_device_work(stream)
+                _transfer.device_to_host(self.device, host, label=self.label, stream=stream)
+                self.state = State.BOTH
+                self._host_event = _backend.record_event(stream)
+            if stream is None or _backend.is_default_stream(stream):
+                self.wait_host()
+            assert self.host is not None or self.nbytes == 0 or self.state is State.HOST
+            return self._host_buffer()
+
+    def ensure_device(self, stream: Any = None) -> Any:
+        """Make the device copy current (one H2D copy if it is stale) and return it."""
+        with self.lock:
+            device = self._device_buffer(stream)
+            if self.state is State.HOST:
+                assert self.host is not None
+                _transfer.host_to_device(self.host, device, label=self.label, stream=stream)
+                self.state = State.BOTH
+                self._device_event = _backend.record_event(stream)
+            return device
+
+    def wait_host(self) -> None:
+        """Block until pending work that touches this allocation's host memory is done."""
+        if self._host_event is not None:
+            _backend.wait_event(self._host_event)
+            self._host_event = None
+        if self.host_memory == "mapped" and self._device_event is not None:
+            _backend.wait_event(self._device_event)
+            self._device_event = None
+
+    # --- writes ------------------------------------------------------------------------
+
+    def mark_changed(self, where: Where) -> None:
+        """Declare the ``where`` copy modified: the other copy becomes stale."""
+        with self.lock:
+            if where == "host":
+                if self.state is State.DEVICE:
+                    # Writes to a stale host copy would be lost (or mixed with stale bytes).
+                    raise RuntimeError(
+                        f"{self.label}: mark_changed('host') on an array whose host copy is "
+                        "stale; call get('host') before writing to the host copy"
+                    )
+                if self.host_memory != "mapped":
+                    self.state = State.HOST
+            else:
+                if self.state is State.HOST:
+                    raise RuntimeError(
+                        f"{self.label}: mark_changed('gpu') on an array whose device copy is "
+                        "stale; call get('gpu') before writing to the device copy"
+                    )
+                if self.host_memory != "mapped":
+                    self.state = State.DEVICE
+
+    def prepare_host_write(self, overwrite_all: bool) -> np.ndarray:
+        """Return the host buffer, current unless the caller overwrites all of it."""
+        with self.lock:
+            if overwrite_all and self.state is State.DEVICE:
+                host = self._host_buffer()
+                self.wait_host()
+                self.state = State.HOST
+                return host
+            return self.ensure_host()
+
+    def prepare_device_write(self, overwrite_all: bool, stream: Any = None) -> Any:
+        """Return the device buffer, current unless the caller overwrites all of it.
+
+        With ``overwrite_all`` nothing is copied and the state is left alone: the writer calls
+        :meth:`device_written` once its write has been enqueued.
+        """
+        with self.lock:
+            if overwrite_all and self.state is State.HOST:
+                return self._device_buffer(stream)
+            return self.ensure_device(stream)
+
+    def begin_device_write(self) -> None:
+        """A kernel is about to write the device copy.
+
+        Until the launch is enqueued (:meth:`device_written`), the host copy, if current,
+        stays the authoritative one: a launch that fails half-way leaves no stale copy valid.
+        """
+        with self.lock:
+            if self.state is State.BOTH and self.host_memory != "mapped":
+                self.state = State.HOST
+
+    def device_written(self, stream: Any = None) -> None:
+        """Record that device work (a kernel) wrote the device copy on ``stream``."""
+        with self.lock:
+            if self.host_memory != "mapped":
+                self.state = State.DEVICE
+            self._device_event = _backend.record_event(stream)
+
+    def device_read(self, stream: Any = None) -> None:
+        """Record that device work read the device copy on ``stream`` (no state change)."""
+        with self.lock:
+            self._device_event = _backend.record_event(stream)
+
+    # --- releasing ------------------------------------------------------------------------
+
+    def free_device(self) -> None:
+        """Drop the device copy, first copying it to the host if it is the only current one."""
+        with self.lock:
+            if self.host_memory == "mapped" or self.device is None:
+                return
+            if self.state is State.DEVICE:
+                self.ensure_host()
+            self._order_after_device_work(None)
+            self.device = None
+            self._device_event = None
+            self.state = State.HOST
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _host_buffer(self) -> np.ndarray:
+        if self.host is None:
+            self.host = _backend.host_empty(self.shape, self.dtype, self.order, self.host_memory)
+        return self.host
+
+    def _device_buffer(self, stream: Any) -> Any:
+        if self.device is None:
+            _backend.check_device_dtype(self.dtype)
+            self.device = _backend.device_empty(self.shape, self.dtype, self.order, stream)
+        return self.device
+
+    def _order_after_device_work(self, stream: Any) -> None:
+        if self._device_event is not None:
+            _backend.wait_event(self._device_event, stream)

@@ -1,0 +1,75 @@
+"""Access intents for passing a SmartArray to a kernel or a jitted function.
+
+``In(x)``, ``Out(x)`` and ``InOut(x)`` mirror ``numba.cuda.In/Out/InOut`` and say what the
+callee does with ``x``:
+
+``In``
+    reads only. The device copy is made current for a kernel; the host copy stays valid. The
+    callee gets a read-only array (writes fail to compile on both targets). For ``@jit``
+    functions the device copy stays valid too.
+``Out``
+    overwrites every element without reading. A kernel gets the device buffer with no
+    host-to-device copy at all; afterwards the device copy is current. (For ``@jit`` functions
+    ``Out`` behaves like ``InOut``.)
+``InOut``
+    reads and writes: the default for a bare SmartArray argument.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from ._array import SmartArray, _ArgHint
+
+
+class _Intent(_ArgHint):
+    intent = "inout"
+    readonly = False
+
+    def __init__(self, array: SmartArray) -> None:
+        if isinstance(array, _Intent):
+            array = array.array
+        if not isinstance(array, SmartArray):
+            raise TypeError(
+                f"smartarray.{type(self).__name__}() takes a SmartArray, got "
+                f"{type(array).__name__}; for plain arrays use numba.cuda.{type(self).__name__}()"
+            )
+        if self.intent != "in":
+            array._check_writeable()
+        self.array = array
+        self.value = array
+
+    @functools.cached_property
+    def _numba_type_(self) -> Any:
+        from ._numba_types import smartarray_type_of
+
+        return smartarray_type_of(self.array, readonly=self.readonly or not self.array._writeable)
+
+    def to_device(self, retr: list, stream: Any = 0) -> Any:
+        """Kernel-argument hook called by numba.cuda at launch."""
+        from ._numba_cuda import kernel_argument
+
+        return kernel_argument(self.array, self.intent, retr, stream)
+
+    def __repr__(self) -> str:
+        return f"smartarray.{type(self).__name__}({self.array.label})"
+
+
+class In(_Intent):
+    """Read-only intent: the callee reads ``array`` and never writes it."""
+
+    intent = "in"
+    readonly = True
+
+
+class Out(_Intent):
+    """Write-only intent: the callee overwrites all of ``array`` without reading it."""
+
+    intent = "out"
+
+
+class InOut(_Intent):
+    """Read-write intent (the default for a bare SmartArray)."""
+
+    intent = "inout"
