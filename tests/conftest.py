@@ -1,0 +1,42 @@
+"""Test tiers.
+
+One suite runs in three tiers, chosen by the environment *before* numba.cuda is imported:
+
+1. host-only: ``pytest`` on a machine without CUDA; device paths must raise
+   ``DeviceUnavailableError``.
+2. simulator: ``NUMBA_ENABLE_CUDASIM=1 pytest``; every CUDA path the simulator supports.
+3. GPU: ``pytest`` on a machine with a CUDA GPU; tests marked ``gpu`` run too.
+
+Markers: ``device`` (needs a GPU or the simulator), ``gpu`` (needs real hardware),
+``hostonly`` (only meaningful without any CUDA).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import smartarray
+
+TIER = smartarray.tier()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"smartarray tier: {TIER}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_device = pytest.mark.skip(reason="needs a CUDA GPU or NUMBA_ENABLE_CUDASIM=1")
+    skip_gpu = pytest.mark.skip(reason="needs a real CUDA GPU (tier 3)")
+    skip_hostonly = pytest.mark.skip(reason="only meaningful without CUDA (tier 1)")
+    for item in items:
+        if "device" in item.keywords and TIER == "host-only":
+            item.add_marker(skip_device)
+        if "gpu" in item.keywords and TIER != "gpu":
+            item.add_marker(skip_gpu)
+        if "hostonly" in item.keywords and TIER != "host-only":
+            item.add_marker(skip_hostonly)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ledger() -> None:
+    smartarray.reset_transfer_stats()
