@@ -187,11 +187,7 @@ def device_view(
         and dtype == base.dtype
     ):
         return base
-    if any(s < 0 for s in strides):
-        raise ValueError(
-            "this view has negative strides (e.g. a[::-1]), which Numba device arrays cannot "
-            "represent; pass a copy instead (view.copy())"
-        )
+    check_device_layout(strides)
     if tier() == "simulator":
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
@@ -287,15 +283,24 @@ def copy_d2d(src: Any, dst: Any, stream: Any = 0) -> None:
 
 
 def is_default_stream(stream: Any) -> bool:
-    """True for ``None``/``0`` and Numba's default-stream objects."""
-    if stream is None or stream == 0:
+    """True for ``None``/``0`` and for streams whose handle is the legacy default stream."""
+    if stream is None or (isinstance(stream, int) and stream == 0):
         return True
-    handle = getattr(stream, "handle", None)
-    value = getattr(handle, "value", handle)
-    try:
-        return not value
-    except Exception:
+    if tier() != "gpu":
         return False
+    try:
+        return int(getattr(stream, "handle", stream)) == 0
+    except (TypeError, ValueError):
+        return False
+
+
+def check_device_layout(strides: tuple[int, ...]) -> None:
+    """Raise ``ValueError`` for layouts Numba device arrays cannot represent."""
+    if any(s < 0 for s in strides):
+        raise ValueError(
+            "this view has negative strides (e.g. a[::-1]), which Numba device arrays cannot "
+            "represent; pass a copy instead (view.copy())"
+        )
 
 
 def record_event(stream: Any) -> Any:

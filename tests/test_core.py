@@ -1,0 +1,197 @@
+"""Core API: construction, validity flags, the ledger, threads, and the host-only tier."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import smartarray as sa
+
+DEVICE = sa.tier() != "host-only"
+
+
+def test_old_constructor_signature() -> None:
+    a = sa.SmartArray(np.arange(4.0), True, None, None, None, "host")
+    assert a.location == "host" and a.shape == (4,)
+    b = sa.SmartArray(shape=(2, 3), dtype=np.int32, order="F")
+    assert b.shape == (2, 3) and b.dtype == np.int32 and b.flags.f_contiguous
+    c = sa.SmartArray([1, 2, 3])
+    assert c.dtype == np.array([1, 2, 3]).dtype
+
+
+def test_copy_false_adopts_without_copying() -> None:
+    data = np.arange(6.0).reshape(2, 3)
+    a = sa.SmartArray(data, copy=False)
+    data[0, 0] = 42
+    assert a[0, 0] == 42
+    a[1, 1] = -1
+    assert data[1, 1] == -1
+    assert a.host_memory == "pageable"
+    f = np.asfortranarray(data)
+    assert sa.SmartArray(f, copy=False).flags.f_contiguous
+
+
+def test_copy_true_is_independent() -> None:
+    data = np.arange(3.0)
+    a = sa.SmartArray(data)
+    data[0] = 9
+    assert a[0] == 0
+
+
+def test_smartarray_from_smartarray() -> None:
+    a = sa.SmartArray(np.arange(4.0))
+    shared = sa.SmartArray(a, copy=False)
+    shared[0] = 100
+    assert a[0] == 100
+    copied = sa.SmartArray(a)
+    copied[1] = -5
+    assert a[1] == 1
+    as_int = sa.SmartArray(a, dtype=np.int64)
+    assert as_int.dtype == np.int64 and as_int.tolist() == [100, 1, 2, 3]
+
+
+def test_asarray_returns_same_object_or_adopts() -> None:
+    a = sa.zeros(3)
+    assert sa.asarray(a) is a
+    data = np.ones(3)
+    b = sa.asarray(data)
+    data[0] = 7
+    assert b[0] == 7
+    assert sa.asarray([1, 2]).tolist() == [1, 2]
+    assert sa.asarray(a, dtype=np.float32).dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda: sa.zeros((2, 2)), np.zeros((2, 2))),
+        (lambda: sa.ones(3, dtype=np.int8), np.ones(3, dtype=np.int8)),
+        (lambda: sa.full((2,), 2.5), np.full((2,), 2.5)),
+        (lambda: sa.zeros_like(np.ones((2, 3), dtype=np.float32)), np.zeros((2, 3), np.float32)),
+        (lambda: sa.ones_like(sa.zeros(2)), np.ones(2)),
+        (lambda: sa.full_like(sa.zeros(2, dtype=int), 4), np.full(2, 4)),
+    ],
+)
+def test_creation_functions(make, expected) -> None:  # type: ignore[no-untyped-def]
+    a = make()
+    assert isinstance(a, sa.SmartArray)
+    assert a.dtype == expected.dtype
+    np.testing.assert_array_equal(np.asarray(a), expected)
+
+
+def test_empty_like_shape_and_order() -> None:
+    proto = np.zeros((3, 2), order="F")
+    e = sa.empty_like(proto)
+    assert e.shape == (3, 2) and e.flags.f_contiguous
+    assert sa.empty((2, 2)).shape == (2, 2)
+
+
+def test_where_alias_and_bad_where() -> None:
+    with pytest.raises(ValueError, match="'host', 'gpu'"):
+        sa.SmartArray(np.zeros(2), where="cuda")
+    a = sa.zeros(2)
+    with pytest.raises(ValueError, match="'host', 'gpu'"):
+        a.get("cpu")
+    with pytest.raises(ValueError, match="'host', 'gpu'"):
+        a.mark_changed("both")
+    with pytest.raises(ValueError, match="'host', 'gpu'"):
+        a.is_valid(1)
+    assert a.location == "host"
+
+
+def test_mark_changed_host_and_is_valid() -> None:
+    a = sa.SmartArray(np.zeros(3))
+    assert a.is_valid("host") and not a.is_valid("gpu") and not a.is_valid("device")
+    host = a.get("host")
+    host[0] = 1
+    a.mark_changed("host")
+    assert a[0] == 1
+
+
+def test_transfer_stats_fields() -> None:
+    stats = sa.transfer_stats()
+    for name in ("h2d_count", "h2d_bytes", "d2h_count", "d2h_bytes"):
+        assert getattr(stats, name) == 0
+    with sa.track_transfers() as t:
+        sa.zeros(4).sum()
+    assert t.count == 0 and t.nbytes == 0 and t.records == []
+    assert "host->device: 0 copies" in str(t)
+
+
+@pytest.mark.hostonly
+def test_host_only_tier_device_requests_fail_clearly() -> None:
+    a = sa.SmartArray(np.arange(3.0))
+    for action in (
+        lambda: a.get("gpu"),
+        lambda: a.get("device"),
+        a.to_gpu,
+        lambda: sa.zeros(3, where="gpu"),
+        lambda: sa.SmartArray(np.zeros(2), where="gpu"),
+        lambda: sa.asarray(np.zeros(2), where="gpu"),
+        lambda: sa.SmartArray(np.zeros(2), host_memory="pinned"),
+        lambda: sa.zeros(2, host_memory="mapped"),
+    ):
+        with pytest.raises(sa.DeviceUnavailableError, match="NUMBA_ENABLE_CUDASIM=1"):
+            action()
+        assert isinstance(sa.DeviceUnavailableError(), RuntimeError)
+    assert a.location == "host"
+    np.testing.assert_array_equal(np.asarray(a), np.arange(3.0))
+    a.free_device()  # nothing on the device: a no-op, never an error
+    assert sa.transfer_stats().count == 0
+
+
+@pytest.mark.hostonly
+def test_host_only_tier_everything_else_works() -> None:
+    a = sa.zeros((3, 3))
+    a[1] = 5
+    a += 1
+    b = np.dot(a, a.T)
+    assert isinstance(b, sa.SmartArray)
+    assert b[1, 1] == 6 * 6 * 3
+    assert a.location == "host"
+
+
+@pytest.mark.device
+def test_threads_hammering_one_array() -> None:
+    """8 threads mixing host writes, device round trips and reads on one array."""
+    n = 64
+    a = sa.SmartArray(np.zeros(n))
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(8)
+
+    def worker(k: int) -> None:
+        try:
+            barrier.wait()
+            for step in range(20):
+                a[k * 8 : (k + 1) * 8] += 1  # host write of this thread's slice
+                if step % 5 == 0:
+                    a.get("gpu")  # force a device round trip
+                chunk = np.asarray(a[k * 8 : (k + 1) * 8])
+                assert (chunk == chunk[0]).all()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    np.testing.assert_array_equal(np.asarray(a), np.full(n, 20.0))
+
+
+def test_threads_host_only_writes() -> None:
+    a = sa.zeros(800)
+
+    def worker(k: int) -> None:
+        for _ in range(50):
+            a[k * 100 : (k + 1) * 100] += 1
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    np.testing.assert_array_equal(np.asarray(a), np.full(800, 50.0))

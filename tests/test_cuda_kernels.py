@@ -1,0 +1,346 @@
+"""SmartArrays as @cuda.jit kernel arguments: lazy, minimal transfers, intents, errors.
+
+Runs in the simulator tier and on real GPUs (the same tests), skipped in the host-only tier.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda, njit
+
+import smartarray as sa
+
+pytestmark = pytest.mark.device
+
+N = 16
+THREADS = 16
+
+
+@cuda.jit
+def inc(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] += 1
+
+
+@cuda.jit
+def axpy(y, a, x):
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] += a * x[i]
+
+
+@cuda.jit
+def copy(dst, src):
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+@cuda.jit
+def fill(out, value):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = value
+
+
+@cuda.jit
+def scale_2d(a, k):
+    i, j = cuda.grid(2)
+    if i < a.shape[0] and j < a.shape[1]:
+        a[i, j] *= k
+
+
+@cuda.jit
+def fails_halfway(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] = -1
+        if i == 3:
+            a[a.size + 100] = 0  # out of bounds: the simulator raises IndexError
+
+
+@njit
+def njit_double(a):
+    a *= 2
+
+
+def counts(t: sa.TransferStats) -> tuple[int, int]:
+    return t.h2d_count, t.d2h_count
+
+
+@pytest.mark.parametrize("length", [2, 5, 10])
+def test_chain_costs_one_upload_and_one_download(length: int) -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.zeros(N)
+    with sa.track_transfers() as t:
+        for _ in range(length):
+            axpy[1, THREADS](y, 2.0, sa.In(x))
+    # x uploaded once; y was made on the host, so it is uploaded once too.
+    assert counts(t) == (2, 0)
+    assert t.h2d_bytes == 2 * N * 8
+    with sa.track_transfers() as t:
+        result = np.array(y)
+    assert counts(t) == (0, 1)
+    np.testing.assert_array_equal(result, 2.0 * length * np.arange(N))
+    # x was only read: its host copy is still valid, nothing to copy back.
+    assert x.is_valid("host") and x.is_valid("gpu")
+
+
+@pytest.mark.parametrize("length", [1, 4])
+def test_device_born_arrays_never_upload(length: int) -> None:
+    y = sa.zeros(N, where="gpu")
+    x = sa.full(N, 3.0, where="gpu")
+    with sa.track_transfers() as t:
+        for _ in range(length):
+            axpy[1, THREADS](y, 1.0, sa.In(x))
+        np.testing.assert_array_equal(y.get("host"), 3.0 * length)
+    assert counts(t) == (0, 1)
+    assert not x.is_valid("host")
+
+
+def test_kernel_reading_one_array_writing_another() -> None:
+    src = sa.SmartArray(np.linspace(0, 1, N))
+    dst = sa.empty(N, where="gpu")
+    with sa.track_transfers() as t:
+        copy[1, THREADS](sa.Out(dst), sa.In(src))
+        copy[1, THREADS](sa.Out(dst), sa.In(src))
+    assert counts(t) == (1, 0)
+    assert dst.location == "gpu" and src.location == "both"
+    np.testing.assert_array_equal(np.asarray(dst), np.linspace(0, 1, N))
+
+
+def test_out_intent_skips_the_upload() -> None:
+    a = sa.SmartArray(np.arange(N, dtype=np.float64))
+    with sa.track_transfers() as t:
+        fill[1, THREADS](sa.Out(a), 7.0)
+    assert counts(t) == (0, 0)
+    assert a.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(a), np.full(N, 7.0))
+
+
+def test_out_intent_on_partial_view_keeps_the_rest() -> None:
+    a = sa.SmartArray(np.arange(N, dtype=np.float64))
+    with sa.track_transfers() as t:
+        fill[1, THREADS](sa.Out(a[4:8]), -1.0)
+    # A view does not cover the whole buffer: the untouched part must be uploaded.
+    assert counts(t) == (1, 0)
+    expected = np.arange(N, dtype=np.float64)
+    expected[4:8] = -1.0
+    np.testing.assert_array_equal(np.asarray(a), expected)
+
+
+def test_in_intent_is_read_only_in_the_kernel() -> None:
+    a = sa.SmartArray(np.arange(N, dtype=np.float64))
+    with pytest.raises(Exception, match="read-only|readonly|Cannot modify"):
+        inc[1, THREADS](sa.In(a))
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N))
+    assert a.is_valid("host")
+
+
+def test_readonly_method_is_in() -> None:
+    a = sa.SmartArray(np.arange(N, dtype=np.float64))
+    b = sa.zeros(N, where="gpu")
+    copy[1, THREADS](sa.Out(b), a.readonly())
+    assert a.location == "both"
+    np.testing.assert_array_equal(np.asarray(b), np.arange(N))
+
+
+def test_kernel_njit_kernel_sequence_counts() -> None:
+    a = sa.SmartArray(np.zeros(N))
+    with sa.track_transfers() as t:
+        inc[1, THREADS](a)  # upload
+        njit_double(a)  # download, device now stale
+        inc[1, THREADS](a)  # upload
+        njit_double(a)  # download
+        inc[1, THREADS](a)  # upload
+    assert counts(t) == (3, 2)
+    with sa.track_transfers() as t:
+        result = np.array(a)
+    assert counts(t) == (0, 1)
+    np.testing.assert_array_equal(result, np.full(N, 7.0))
+
+
+def test_views_passed_to_kernels_share_state() -> None:
+    a = sa.SmartArray(np.zeros((4, 4)))
+    with sa.track_transfers() as t:
+        inc[1, 4](a[1])  # a row
+        inc[1, 4](a[:, 2])  # a strided column
+        scale_2d[(1, 1), (4, 4)](a.T, 10.0)  # a transposed view
+    assert counts(t) == (1, 0)
+    expected = np.zeros((4, 4))
+    expected[1] += 1
+    expected[:, 2] += 1
+    expected *= 10
+    np.testing.assert_array_equal(np.asarray(a), expected)
+
+
+def test_view_of_device_born_array() -> None:
+    a = sa.zeros((4, 4), where="gpu")
+    inc[1, 4](a[2])
+    with sa.track_transfers() as t:
+        row = a[2]
+        assert counts(t) == (0, 0)
+        np.testing.assert_array_equal(np.asarray(row), np.ones(4))
+    assert counts(t) == (0, 1)
+
+
+def test_negative_stride_view_is_refused_before_any_copy() -> None:
+    a = sa.SmartArray(np.arange(N, dtype=np.float64))
+    with sa.track_transfers() as t, pytest.raises(ValueError, match="negative strides"):
+        inc[1, THREADS](a[::-1])
+    assert counts(t) == (0, 0)
+    assert a.location == "host"
+    np.testing.assert_array_equal(np.asarray(a[::-1].copy()), np.arange(N)[::-1])
+    inc[1, THREADS](a[::-1].copy())  # the suggested fix works
+
+
+def test_failing_kernel_leaves_host_authoritative() -> None:
+    a = sa.SmartArray(np.arange(N, dtype=np.float64))
+    a.get("gpu")
+    assert a.location == "both"
+    with pytest.raises(IndexError):
+        fails_halfway[1, THREADS](a)
+    # The device copy may be half written: it must not be served.
+    assert a.location == "host"
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N))
+    with sa.track_transfers() as t:
+        inc[1, THREADS](a)
+    assert counts(t) == (1, 0)  # re-uploaded from the authoritative host copy
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1)
+
+
+def test_unsupported_dtype_is_a_clear_error() -> None:
+    a = sa.SmartArray(np.array(["a", "b"], dtype=object))
+    with pytest.raises(TypeError, match="cannot live on a CUDA device"):
+        a.get("gpu")
+    with pytest.raises(TypeError):
+        inc[1, 2](a)
+    assert a.location == "host"
+    assert a.tolist() == ["a", "b"]
+
+
+def test_old_api_idioms_keep_working() -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64), where="gpu")
+    inc[1, THREADS](x.get("gpu"))
+    x.mark_changed("gpu")
+    assert not x.is_valid("host")
+    np.testing.assert_array_equal(x.get("host"), np.arange(N) + 1)
+    host = x.get("host")
+    host[:] = 5
+    x.mark_changed("host")
+    assert not x.is_valid("gpu")
+    np.testing.assert_array_equal(x.get("gpu").copy_to_host(), np.full(N, 5.0))
+
+
+def test_mark_changed_on_a_stale_side_is_refused() -> None:
+    a = sa.SmartArray(np.zeros(N))
+    with pytest.raises(RuntimeError, match="stale"):
+        a.mark_changed("gpu")
+    assert a.location == "host"
+
+
+def test_adopt_numba_device_array_without_copy() -> None:
+    d = cuda.to_device(np.arange(N, dtype=np.float32))
+    with sa.track_transfers() as t:
+        a = sa.SmartArray(d, copy=False, where="gpu")
+        assert a.get("gpu") is d
+        inc[1, THREADS](a)
+    assert counts(t) == (0, 0)
+    np.testing.assert_array_equal(d.copy_to_host(), np.arange(N) + 1)
+    copied = sa.SmartArray(d)
+    inc[1, THREADS](copied)
+    np.testing.assert_array_equal(np.asarray(copied), np.arange(N) + 2)
+    np.testing.assert_array_equal(d.copy_to_host(), np.arange(N) + 1)
+
+
+def test_copy_of_device_only_array_stays_on_device() -> None:
+    a = sa.full(N, 2.0, where="gpu")
+    with sa.track_transfers() as t:
+        b = a.copy()
+        inc[1, THREADS](b)
+    assert counts(t) == (0, 0)
+    np.testing.assert_array_equal(np.asarray(b), np.full(N, 3.0))
+    np.testing.assert_array_equal(np.asarray(a), np.full(N, 2.0))
+
+
+def test_free_device_syncs_then_releases() -> None:
+    a = sa.zeros(N, where="gpu")
+    inc[1, THREADS](a)
+    with sa.track_transfers() as t:
+        a.free_device()
+    assert counts(t) == (0, 1)
+    assert a.location == "host" and not a.is_valid("gpu")
+    np.testing.assert_array_equal(np.asarray(a), np.ones(N))
+    with sa.track_transfers() as t:
+        a.free_device()  # nothing left to free
+        inc[1, THREADS](a)
+    assert counts(t) == (1, 0)
+
+
+def test_mapped_memory_never_copies() -> None:
+    a = sa.zeros(N, host_memory="mapped")
+    assert a.host_memory == "mapped"
+    with sa.track_transfers() as t:
+        inc[1, THREADS](a)
+        np.testing.assert_array_equal(np.asarray(a), np.ones(N))
+        a[0] = 10
+        inc[1, THREADS](a)
+        assert a[0] == 11
+    assert counts(t) == (0, 0)
+    assert a.location == "both"
+
+
+def test_pinned_memory_keeps_copy_semantics() -> None:
+    a = sa.SmartArray(np.zeros(N), host_memory="pinned")
+    assert a.host_memory == "pinned"
+    with sa.track_transfers() as t:
+        inc[1, THREADS](a)
+        np.asarray(a)
+    assert counts(t) == (1, 1)
+
+
+def test_streams_record_asynchronous_copies() -> None:
+    stream = cuda.stream()
+    a = sa.SmartArray(np.zeros(N))
+    with sa.track_transfers() as t:
+        inc[1, THREADS, stream](a)
+        a.get("host", stream=stream)
+        stream.synchronize()
+    assert [r.direction for r in t.records] == ["h2d", "d2h"]
+    assert t.records[1].asynchronous
+    if sa.tier() == "gpu":  # the simulator does not pass the launch stream to arguments
+        assert t.records[0].asynchronous
+    assert all(r.array == a.label for r in t.records)
+    np.testing.assert_array_equal(np.asarray(a), np.ones(N))
+
+
+def test_no_transfers_guard() -> None:
+    a = sa.SmartArray(np.zeros(N))
+    with sa.no_transfers(), pytest.raises(sa.TransferError, match="h2d"):
+        inc[1, THREADS](a)
+    assert a.location == "host"
+    inc[1, THREADS](a)
+    with sa.no_transfers():
+        inc[1, THREADS](a)  # device copy current: allowed
+        with pytest.raises(sa.TransferError, match="d2h"):
+            np.asarray(a)
+    assert a.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(a), np.full(N, 2.0))
+
+
+def test_ledger_totals_and_reset() -> None:
+    sa.reset_transfer_stats()
+    a = sa.SmartArray(np.zeros(N, dtype=np.float32))
+    inc[1, THREADS](a)
+    np.asarray(a)
+    stats = sa.transfer_stats()
+    assert (stats.h2d_count, stats.h2d_bytes, stats.d2h_count, stats.d2h_bytes) == (
+        1,
+        N * 4,
+        1,
+        N * 4,
+    )
+    sa.reset_transfer_stats()
+    assert sa.transfer_stats().count == 0

@@ -1,0 +1,231 @@
+"""Property-based test of coherence: random operation sequences against a plain numpy model.
+
+After every step, every read returns what the model holds, the validity flags match the model's,
+and the transfer ledger counted exactly the copies the model says are needed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from numba import cuda, njit
+
+import smartarray as sa
+
+N = 8
+NBYTES = N * 8
+
+DEVICE = sa.tier() != "host-only"
+needs_device = precondition(lambda self: DEVICE)
+
+index = st.integers(0, N - 1)
+value = st.integers(-100, 100).map(float)
+span = st.integers(0, N - 1).flatmap(lambda lo: st.tuples(st.just(lo), st.integers(lo + 1, N)))
+
+
+@njit
+def _jit_add(a, v):
+    for i in range(a.shape[0]):
+        a[i] += v
+
+
+@njit
+def _jit_sum(a):
+    return a.sum()
+
+
+@cuda.jit
+def _add(a, v):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] += v
+
+
+@cuda.jit
+def _copy(dst, src):
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+class CoherenceMachine(RuleBasedStateMachine):
+    """Model: the true contents, and which copies the model says are current."""
+
+    @initialize(data=st.lists(value, min_size=N, max_size=N), on_gpu=st.booleans())
+    def create(self, data: list[float], on_gpu: bool) -> None:
+        self.add, self.copy = _add, _copy
+        self.model = np.array(data)
+        self.array = sa.SmartArray(self.model.copy())
+        self.host_valid, self.device_valid = True, False
+        if on_gpu and DEVICE:
+            self.expect_step(lambda: self.array.get("gpu"), h2d=1)
+            self.device_valid = True
+        if DEVICE:
+            self.scratch = sa.zeros(N, where="gpu")
+            self.zeros = sa.zeros(N, where="gpu")
+
+    def expect_step(self, action, h2d: int = 0, d2h: int = 0) -> object:  # type: ignore[no-untyped-def]
+        with sa.track_transfers() as t:
+            result = action()
+        assert (t.h2d_count, t.d2h_count) == (h2d, d2h), (t, h2d, d2h)
+        assert t.h2d_bytes == h2d * NBYTES and t.d2h_bytes == d2h * NBYTES
+        return result
+
+    def host_needs(self) -> int:
+        return 0 if self.host_valid else 1
+
+    def device_needs(self) -> int:
+        return 0 if self.device_valid else 1
+
+    def host_written(self) -> None:
+        self.host_valid, self.device_valid = True, False
+
+    def device_written(self) -> None:
+        self.host_valid, self.device_valid = False, True
+
+    # --- host writes ---------------------------------------------------------------------
+
+    @rule(i=index, v=value)
+    def setitem(self, i: int, v: float) -> None:
+        self.expect_step(lambda: self.array.__setitem__(i, v), d2h=self.host_needs())
+        self.model[i] = v
+        self.host_written()
+
+    @rule(s=span, v=value)
+    def write_through_view(self, s: tuple[int, int], v: float) -> None:
+        view = self.array[s[0] : s[1]]
+        self.expect_step(lambda: view.__setitem__(slice(None), v), d2h=self.host_needs())
+        self.model[s[0] : s[1]] = v
+        self.host_written()
+
+    @rule(v=value)
+    def inplace_operator(self, v: float) -> None:
+        def act() -> None:
+            self.array += v
+
+        self.expect_step(act, d2h=self.host_needs())
+        self.model += v
+        self.host_written()
+
+    @rule(v=value)
+    def fill_whole(self, v: float) -> None:
+        # Overwrites everything: never copies the stale host data first.
+        self.expect_step(lambda: self.array.fill(v))
+        self.model[:] = v
+        self.host_written()
+
+    @rule(i=index, v=value)
+    def write_through_get_host(self, i: int, v: float) -> None:
+        host = self.expect_step(lambda: self.array.get("host"), d2h=self.host_needs())
+        host[i] = v
+        self.array.mark_changed("host")
+        self.model[i] = v
+        self.host_written()
+
+    @rule(v=value)
+    def njit_writes(self, v: float) -> None:
+        self.expect_step(lambda: _jit_add(self.array, v), d2h=self.host_needs())
+        self.model += v
+        self.host_written()
+
+    # --- device writes -------------------------------------------------------------------
+    @needs_device
+    @rule(i=index, v=value)
+    def write_through_get_gpu(self, i: int, v: float) -> None:
+        device = self.expect_step(lambda: self.array.get("gpu"), h2d=self.device_needs())
+        device[i] = v
+        self.array.mark_changed("gpu")
+        self.model[i] = v
+        self.device_written()
+
+    @needs_device
+    @rule(v=value)
+    def kernel_writes(self, v: float) -> None:
+        self.expect_step(lambda: self.add[1, N](self.array, v), h2d=self.device_needs())
+        self.model += v
+        self.device_written()
+
+    @needs_device
+    @rule(s=span, v=value)
+    def kernel_writes_view(self, s: tuple[int, int], v: float) -> None:
+        view = self.array[s[0] : s[1]]
+        self.expect_step(lambda: self.add[1, N](view, v), h2d=self.device_needs())
+        self.model[s[0] : s[1]] += v
+        self.device_written()
+
+    @needs_device
+    @rule(v=value)
+    def kernel_overwrites_out(self, v: float) -> None:
+        # Out intent: no host-to-device copy at all, whatever the state.
+        self.expect_step(lambda: self.copy[1, N](sa.Out(self.array), sa.In(self.zeros)))
+        self.model[:] = 0.0
+        self.device_written()
+
+    # --- reads ---------------------------------------------------------------------------
+    @needs_device
+    @rule()
+    def kernel_reads_in(self) -> None:
+        self.expect_step(
+            lambda: self.copy[1, N](sa.Out(self.scratch), sa.In(self.array)),
+            h2d=self.device_needs(),
+        )
+        self.device_valid = True
+
+    @rule()
+    def njit_reads_in(self) -> None:
+        total = self.expect_step(lambda: _jit_sum(sa.In(self.array)), d2h=self.host_needs())
+        assert total == self.model.sum()
+        self.host_valid = True
+
+    @rule()
+    def read_host(self) -> None:
+        host = self.expect_step(lambda: np.array(self.array), d2h=self.host_needs())
+        np.testing.assert_array_equal(host, self.model)
+        self.host_valid = True
+
+    @rule(i=index)
+    def read_scalar(self, i: int) -> None:
+        got = self.expect_step(lambda: self.array[i], d2h=self.host_needs())
+        assert got == self.model[i]
+        self.host_valid = True
+
+    @needs_device
+    @rule()
+    def read_device(self) -> None:
+        device = self.expect_step(lambda: self.array.get("gpu"), h2d=self.device_needs())
+        np.testing.assert_array_equal(device.copy_to_host(), self.model)
+        self.device_valid = True
+
+    @rule(s=span)
+    def make_views_only(self, s: tuple[int, int]) -> None:
+        # Views are layout only: no copy, whatever is stale.
+        self.expect_step(lambda: (self.array[s[0] : s[1]], self.array.reshape(2, -1).T))
+
+    @precondition(lambda self: not DEVICE)
+    @rule(where=st.sampled_from(["gpu", "device"]))
+    def device_request_without_cuda(self, where: str) -> None:
+        state = self.array.location
+        with pytest.raises(sa.DeviceUnavailableError, match="NUMBA_ENABLE_CUDASIM"):
+            self.array.get(where)
+        assert self.array.location == state
+        np.testing.assert_array_equal(np.asarray(self.array), self.model)
+
+    @rule()
+    def free_device(self) -> None:
+        self.expect_step(self.array.free_device, d2h=self.host_needs())
+        self.host_valid, self.device_valid = True, False
+
+    @invariant()
+    def flags_match_model(self) -> None:
+        if hasattr(self, "array"):
+            assert self.array.is_valid("host") == self.host_valid
+            assert self.array.is_valid("gpu") == self.device_valid
+
+
+CoherenceMachine.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=30, deadline=None
+)
+TestCoherence = CoherenceMachine.TestCase
