@@ -20,6 +20,7 @@ from ._creation import (
     zeros,
     zeros_like,
 )
+from ._cuda_ufuncs import SmartUFunc, cuda_ufunc
 from ._errors import DeviceUnavailableError, TransferError
 from ._intents import In, InOut, Out
 from ._numba_types import SmartArrayType, numba_type
@@ -41,11 +42,13 @@ __all__ = [
     "Out",
     "SmartArray",
     "SmartArrayType",
+    "SmartUFunc",
     "TransferError",
     "TransferRecord",
     "TransferStats",
     "__version__",
     "asarray",
+    "cuda_ufunc",
     "empty",
     "empty_like",
     "full",

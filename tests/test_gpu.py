@@ -1,0 +1,170 @@
+"""Tier 3: real-GPU-only behaviour (CUDA ufuncs, the CUDA Array Interface, streams, pinned
+and mapped memory, CuPy/PyTorch interop). Skipped unless a CUDA GPU is present.
+
+The kernel-chain tests in test_cuda_kernels.py and test_stateful.py also run here unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda, guvectorize, vectorize
+
+import smartarray as sa
+
+pytestmark = pytest.mark.gpu
+
+N = 1 << 16
+
+
+@cuda.jit
+def inc(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] += 1
+
+
+@cuda.jit
+def spin_add(a, value, rounds):
+    i = cuda.grid(1)
+    if i < a.size:
+        acc = a[i]
+        for _ in range(rounds):
+            acc += value / rounds
+        a[i] = acc
+
+
+def _add(a, b):
+    return a + b
+
+
+def _row_sum(a, out):
+    total = 0.0
+    for j in range(a.shape[0]):
+        total += a[j]
+    out[0] = total
+
+
+@pytest.fixture(scope="module")
+def add_ufunc():  # type: ignore[no-untyped-def]
+    return vectorize(["float64(float64, float64)"], target="cuda")(_add)
+
+
+@pytest.fixture(scope="module")
+def row_sum_gufunc():  # type: ignore[no-untyped-def]
+    return guvectorize(["void(float64[:], float64[:])"], "(n)->()", target="cuda")(_row_sum)
+
+
+def test_default_host_memory_is_pinned() -> None:
+    assert sa.zeros(4).host_memory == "pinned"
+    assert sa.SmartArray(np.zeros(4), copy=False).host_memory == "pageable"
+
+
+def test_zeros_and_full_on_the_device() -> None:
+    z = sa.zeros(N, where="gpu")
+    f = sa.full(N, 2.5, dtype=np.float32, where="gpu")
+    assert z.location == "gpu" and f.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(z), np.zeros(N))
+    np.testing.assert_array_equal(np.asarray(f), np.full(N, 2.5, np.float32))
+
+
+def test_plain_cuda_ufunc_on_smartarrays_uses_the_interface(add_ufunc) -> None:  # type: ignore[no-untyped-def]
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.SmartArray(np.ones(N))
+    out = sa.zeros(N, where="gpu")
+    with sa.track_transfers() as t:
+        add_ufunc(x, y, out=out)
+    assert t.h2d_count == 2 and t.d2h_count == 0
+    # Reading __cuda_array_interface__ conservatively marks the device copy changed.
+    assert out.location == "gpu" and x.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(out), np.arange(N) + 1)
+
+
+def test_wrapped_cuda_ufunc_keeps_inputs_valid(add_ufunc) -> None:  # type: ignore[no-untyped-def]
+    add = sa.cuda_ufunc(add_ufunc)
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    with sa.track_transfers() as t:
+        z = add(x, x)
+        z = add(z, x)
+    assert (t.h2d_count, t.d2h_count) == (1, 0)
+    assert isinstance(z, sa.SmartArray) and z.location == "gpu" and x.location == "both"
+    np.testing.assert_array_equal(np.asarray(z), 3 * np.arange(N))
+
+
+def test_wrapped_gufunc_with_out(row_sum_gufunc) -> None:  # type: ignore[no-untyped-def]
+    gu = sa.cuda_ufunc(row_sum_gufunc)
+    a = sa.SmartArray(np.ones((64, 32)))
+    out = sa.empty(64, where="gpu")
+    gu(a, out=out)
+    assert out.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(out), np.full(64, 32.0))
+
+
+def test_cuda_array_interface_export() -> None:
+    a = sa.SmartArray(np.arange(8, dtype=np.float32))
+    interface = a.__cuda_array_interface__
+    assert interface["version"] == 3 and interface["shape"] == (8,)
+    assert interface["typestr"] == np.dtype(np.float32).str
+    assert not a.is_valid("host")  # the exporter may write: device marked changed
+    view = cuda.as_cuda_array(a)
+    inc[1, 8](view)
+    np.testing.assert_array_equal(np.asarray(a), np.arange(8) + 1)
+
+
+def test_adopt_foreign_device_array_without_copy() -> None:
+    d = cuda.to_device(np.arange(16.0))
+    foreign = cuda.as_cuda_array(d)  # any CUDA-array-interface object
+    a = sa.SmartArray(foreign, copy=False, where="gpu")
+    inc[1, 16](a)
+    np.testing.assert_array_equal(d.copy_to_host(), np.arange(16.0) + 1)
+
+
+def test_streams_overlap_and_wait_only_for_their_array() -> None:
+    s1, s2 = cuda.stream(), cuda.stream()
+    a = sa.zeros(N, where="gpu")
+    b = sa.zeros(N, where="gpu")
+    blocks = (N + 255) // 256
+    with sa.track_transfers() as t:
+        spin_add[blocks, 256, s1](a, 1.0, 1000)
+        spin_add[blocks, 256, s2](b, 2.0, 10)
+        a.get("host", stream=s1)
+        b.get("host", stream=s2)
+        np.testing.assert_allclose(np.asarray(b), np.full(N, 2.0))
+        np.testing.assert_allclose(np.asarray(a), np.full(N, 1.0))
+    assert t.d2h_count == 2 and all(r.asynchronous for r in t.records)
+
+
+def test_pinned_async_round_trip() -> None:
+    stream = cuda.stream()
+    a = sa.SmartArray(np.arange(N, dtype=np.float64), host_memory="pinned")
+    inc[(N + 255) // 256, 256, stream](a)
+    a.to_host(stream=stream)
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1)
+
+
+def test_mapped_memory_on_hardware() -> None:
+    a = sa.zeros(1024, host_memory="mapped")
+    with sa.track_transfers() as t:
+        inc[4, 256](a)
+        np.testing.assert_array_equal(np.asarray(a), np.ones(1024))
+    assert t.count == 0
+
+
+def test_cupy_interop() -> None:
+    cp = pytest.importorskip("cupy")
+    a = sa.SmartArray(np.arange(32, dtype=np.float32))
+    view = cp.asarray(a)  # zero copy through __cuda_array_interface__
+    view += 1
+    np.testing.assert_array_equal(np.asarray(a), np.arange(32) + 1)
+    c = cp.arange(8, dtype=cp.float64)
+    adopted = sa.SmartArray(c, copy=False, where="gpu")
+    inc[1, 8](adopted)
+    np.testing.assert_array_equal(cp.asnumpy(c), np.arange(8) + 1)
+
+
+def test_torch_interop() -> None:
+    torch = pytest.importorskip("torch")
+    a = sa.SmartArray(np.arange(16, dtype=np.float32))
+    tensor = torch.as_tensor(a, device="cuda")
+    tensor.mul_(2)
+    np.testing.assert_array_equal(np.asarray(a), 2 * np.arange(16))
