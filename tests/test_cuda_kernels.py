@@ -133,7 +133,7 @@ def test_out_intent_on_partial_view_keeps_the_rest() -> None:
 
 def test_in_intent_is_read_only_in_the_kernel() -> None:
     a = sa.SmartArray(np.arange(N, dtype=np.float64))
-    with pytest.raises(Exception, match="read-only|readonly|Cannot modify"):
+    with pytest.raises(Exception, match=r"read-only|readonly|Cannot modify"):
         inc[1, THREADS](sa.In(a))
     np.testing.assert_array_equal(np.asarray(a), np.arange(N))
     assert a.is_valid("host")
