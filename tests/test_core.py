@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import smartarray as sa
 
 DEVICE = sa.tier() != "host-only"
+
+
+@cuda.jit
+def touch(x):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
 
 
 def test_old_constructor_signature() -> None:
@@ -195,3 +204,14 @@ def test_threads_host_only_writes() -> None:
     for thread in threads:
         thread.join()
     np.testing.assert_array_equal(np.asarray(a), np.full(800, 50.0))
+
+
+@pytest.mark.device
+def test_buffers_are_released_with_the_last_reference() -> None:
+    a = sa.zeros(16, where="gpu")
+    view = a[2:6]
+    touch[1, 16](a)
+    np.asarray(view)
+    alloc = weakref.ref(a._alloc)
+    del a, view
+    assert alloc() is None  # no cycles: device and host buffers go with the last view
