@@ -87,10 +87,12 @@ class Allocation:
         self.host_memory: HostMemory = host_memory
         self.label = label or f"SmartArray#{next(_labels)}"
         self.lock = threading.RLock()
-        # Last device work enqueued on a non-default stream (kernel or H2D), and a pending
-        # asynchronous D2H copy: host access waits for these, and only these.
+        # Events of asynchronous work on non-default streams that touches this allocation:
+        # the last device work (kernel or copy), a D2H copy writing the host buffer, and an
+        # H2D copy reading it. Host access waits for these, and only these.
         self._device_event: Any = None
         self._host_event: Any = None
+        self._h2d_event: Any = None
         if host_memory == "mapped":
             if self.host is None:
                 self.host = _backend.host_empty(shape, dtype, order, "mapped")
@@ -119,7 +121,6 @@ class Allocation:
                 self._host_event = _backend.record_event(stream)
             if stream is None or _backend.is_default_stream(stream):
                 self.wait_host()
-            assert self.host is not None or self.nbytes == 0 or self.state is State.HOST
             return self._host_buffer()
 
     def ensure_device(self, stream: Any = None) -> Any:
@@ -130,7 +131,7 @@ class Allocation:
                 assert self.host is not None
                 _transfer.host_to_device(self.host, device, label=self.label, stream=stream)
                 self.state = State.BOTH
-                self._device_event = _backend.record_event(stream)
+                self._device_event = self._h2d_event = _backend.record_event(stream)
             return device
 
     def wait_host(self) -> None:
@@ -138,6 +139,9 @@ class Allocation:
         if self._host_event is not None:
             _backend.wait_event(self._host_event)
             self._host_event = None
+        if self._h2d_event is not None:  # an upload may still be reading the host buffer
+            _backend.wait_event(self._h2d_event)
+            self._h2d_event = None
         if self.host_memory == "mapped" and self._device_event is not None:
             _backend.wait_event(self._device_event)
             self._device_event = None
