@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy as _copy
 import functools
 import numbers
+import operator
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -136,10 +138,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 raise ValueError(
                     "SmartArray() needs data (obj=...) or a shape (shape=...) to allocate"
                 )
-            shape_ = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+            if order in ("A", "K"):
+                raise ValueError("only 'C' or 'F' order is permitted for a new array")
+            shape_ = _normalize_shape(shape)
             dtype_ = np.dtype(np.float64 if dtype is None else dtype)
             alloc = _new_allocation(
-                tuple(int(n) for n in shape_),
+                shape_,
                 dtype_,
                 "F" if order == "F" else "C",
                 where_,
@@ -149,9 +153,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             )
             self._init_view(alloc, 0, alloc.shape, _contiguous_strides(alloc), dtype_)
             return
-        if shape is not None and np.shape(obj) != tuple(np.atleast_1d(shape)):
-            if not (isinstance(shape, numbers.Integral) and np.shape(obj) == (shape,)):
-                raise ValueError(f"shape={shape!r} does not match the data's shape {np.shape(obj)}")
+        if (
+            shape is not None
+            and np.shape(obj) != tuple(np.atleast_1d(shape))
+            and not (isinstance(shape, numbers.Integral) and np.shape(obj) == (shape,))
+        ):
+            raise ValueError(f"shape={shape!r} does not match the data's shape {np.shape(obj)}")
         if isinstance(obj, SmartArray):
             self._init_from_smartarray(obj, copy, dtype, order, where_, stream)
         elif _backend.is_device_array(obj):
@@ -194,9 +201,15 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                     f"copy=False cannot change dtype {obj.dtype} to {np.dtype(dtype)}; "
                     "use copy=True or .astype()"
                 )
-            obj = obj.astype(dtype)
-            copy = False
-        source = obj.copy(order or "K") if copy else obj
+            source = obj.astype(dtype, order=order or "K")
+            base = None
+        elif copy:
+            source = obj.copy(order or "K")
+            base = None
+        else:
+            _check_order(order, obj.flags)
+            source = obj
+            base = obj if obj._base is None else obj._base
         self._init_view(
             source._alloc,
             source._offset,
@@ -204,7 +217,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             source._strides,
             source._dtype,
             source._writeable,
-            None if copy else obj,
+            base,
         )
         if where == "gpu":
             self.get("gpu", stream=stream)
@@ -268,16 +281,23 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                     obj = obj.view(np.ndarray)
                 host = obj
             else:
-                host = np.asarray(obj, dtype=dtype)
+                try:  # buffer and array-interface objects can be adopted; lists cannot
+                    host = np.asarray(obj, dtype=dtype, copy=False)
+                except ValueError:
+                    raise ValueError(
+                        f"copy=False cannot adopt a {type(obj).__name__} without copying; "
+                        "pass an ndarray or use copy=True"
+                    ) from None
             layout = _contiguity(host.shape, host.strides, host.itemsize)
             if layout is None:
                 raise ValueError(
                     "copy=False needs a C- or F-contiguous ndarray, got a non-contiguous one; "
                     "pass copy=True or np.ascontiguousarray(a)"
                 )
+            _check_order(order, host.flags)
             memory = "pageable"
         else:
-            host = np.array(obj, dtype=dtype, order=order or "K", copy=True)
+            host = np.array(obj, dtype=dtype, order=order or "K", copy=True)  # type: ignore[call-overload]
             if host.dtype.hasobject and where == "gpu":
                 _backend.check_device_dtype(host.dtype)
             layout = _contiguity(host.shape, host.strides, host.itemsize)
@@ -303,7 +323,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             host_memory=memory,
             label=label,
         )
-        self._init_view(alloc, 0, alloc.shape, tuple(host.strides), alloc.dtype)
+        # An adopted read-only ndarray gives a read-only SmartArray: its memory is not ours.
+        writeable = bool(host.flags.writeable)
+        self._init_view(alloc, 0, alloc.shape, tuple(host.strides), alloc.dtype, writeable)
         if where == "gpu":
             alloc.ensure_device(stream)
 
@@ -325,7 +347,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     @classmethod
     def _from_numpy_result(cls, result: np.ndarray, arrays: list[SmartArray]) -> SmartArray:
         """Wrap an ndarray returned by numpy: a view of an argument's buffer, or new data."""
-        if result.ndim and result.size:
+        if result.size:  # 0-d views (np.real of a 0-d array…) must not be adopted as new data
             lo, hi = np.lib.array_utils.byte_bounds(result)
             for array in arrays:
                 host = array._alloc.host
@@ -340,13 +362,31 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                         result.strides,
                         result.dtype,
                         result.flags.writeable and array._writeable,
-                        array,
+                        array if array._base is None else array._base,
                     )
-        if type(result) is not np.ndarray:
-            result = result.view(np.ndarray)
-        if _contiguity(result.shape, result.strides, result.itemsize) is None:
-            result = np.ascontiguousarray(result)
-        return cls(result, copy=False)
+        return cls._adopt(result)
+
+    @classmethod
+    def _adopt(cls, data: np.ndarray) -> SmartArray:
+        """A new SmartArray owning the new ndarray ``data``, with ``data``'s exact strides.
+
+        Data laid out contiguously in some axis order (numpy's ``order='K'`` results, e.g. a
+        copy of a transposed 3-d array) is adopted as a view of its buffer in memory order;
+        any other layout is copied to C order.
+        """
+        if type(data) is not np.ndarray:
+            data = data.view(np.ndarray)
+        if _contiguity(data.shape, data.strides, data.itemsize) is not None:
+            return cls(data, copy=False)
+        axes = sorted(range(data.ndim), key=lambda i: -data.strides[i])
+        in_memory_order = data.transpose(axes)
+        if not in_memory_order.flags.c_contiguous:
+            return cls(np.ascontiguousarray(data), copy=False)
+        owner = cls(in_memory_order, copy=False)
+        offset = data.ctypes.data - in_memory_order.ctypes.data
+        return cls._view(
+            owner._alloc, offset, data.shape, data.strides, data.dtype, owner._writeable, None
+        )
 
     # --- coherence API (the old numba.SmartArray API) ---------------------------------------
 
@@ -371,7 +411,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         if side == "host":
             with self._alloc.lock:
                 self._alloc.ensure_host(stream)
-                return self._host_view(write=True, sync=False)
+                # A new ndarray object each time: a caller setting its .shape or .flags must
+                # not change the view cached for internal use.
+                return self._host_view(write=True, sync=False).view()
         return self._device_view(stream)
 
     def mark_changed(self, where: str = "host") -> None:
@@ -457,6 +499,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     def _device_view(self, stream: Any = None, prepare: Callable[..., Any] | None = None) -> Any:
         alloc = self._alloc
+        _backend.require_device()
+        _backend.check_device_dtype(self._dtype)
+        _backend.check_device_layout(self._strides)  # before anything is copied
         with alloc.lock:
             device = (prepare or alloc.ensure_device)(stream)
             cached = self.__dict__.get("_device_cache")
@@ -472,15 +517,14 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         """An ndarray with this view's layout over a fake address (never read or written)."""
         template = self.__dict__.get("_template_cache")
         if template is None:
-            interface = {
-                "data": (_FAKE_BASE + self._offset, not self._writeable),
-                "shape": self._shape,
-                "strides": self._strides,
-                "typestr": self._dtype.str,
-                "descr": self._dtype.descr,
-                "version": 3,
-            }
-            template = _backend.array_from_interface(interface, self._dtype, keep_alive=None)
+            template = _backend.array_at(
+                _FAKE_BASE + self._offset,
+                self._shape,
+                self._strides,
+                self._dtype,
+                readonly=not self._writeable,
+                keep_alive=None,
+            )
             self.__dict__["_template_cache"] = template
         return template
 
@@ -495,7 +539,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             result.strides,
             result.dtype,
             result.flags.writeable and self._writeable,
-            self,
+            self if self._base is None else self._base,  # like numpy: the memory's owner
         )
 
     def _apply_view(self, operation: Callable[[np.ndarray], np.ndarray]) -> SmartArray:
@@ -541,8 +585,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     @property
     def flags(self) -> Any:
-        """Memory-layout flags, as ``ndarray.flags`` (``writeable`` False for read-only views)."""
-        return self._template().flags
+        """Memory-layout flags, as ``ndarray.flags`` (``writeable`` False for read-only views).
+
+        The flags are read-only: setting one raises ``ValueError`` (use ``smartarray.In(a)``
+        to pass an array read-only).
+        """
+        return _Flags(self._template().flags)
 
     @property
     def base(self) -> SmartArray | None:
@@ -566,14 +614,24 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             return self._apply_view(lambda t: t.real)
         return self
 
+    @real.setter
+    def real(self, value: Any) -> None:
+        self.real[...] = value
+
     @property
     def imag(self) -> SmartArray:
-        """Imaginary part (a view for complex arrays, zeros otherwise)."""
+        """Imaginary part (a view for complex arrays, read-only zeros otherwise, as numpy)."""
         if self._dtype.kind == "c":
             return self._apply_view(lambda t: t.imag)
-        from ._creation import zeros_like
+        zeros = np.zeros(self._shape, self._dtype)  # no need to read (or copy) any data
+        zeros.flags.writeable = False
+        return SmartArray(zeros, copy=False)
 
-        return zeros_like(self)
+    @imag.setter
+    def imag(self, value: Any) -> None:
+        if self._dtype.kind != "c":
+            raise TypeError("array does not have imaginary part to set")
+        self.imag[...] = value
 
     def __len__(self) -> int:
         if not self._shape:
@@ -594,6 +652,11 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 with self._alloc.lock:
                     return self._host_view(write=False)[key]
             return self._apply_view(lambda t: t[key])
+        if _is_field_index(key, self._dtype):  # a['x'], a[['x', 'y']]: views, like numpy
+            return self._apply_view(lambda t: t[key])
+        if not self._alloc.is_valid("host") and not isinstance(key, SmartArray):
+            # A bad index must fail before the stale host copy is brought up to date.
+            _layout_probe(self._shape, np.dtype(np.bool_))[key]
         return _numpy_protocols.call_on_host(_getitem, (self, key), {})
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -602,15 +665,29 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             self._template()[_view_key(key)]  # raises IndexError before anything is copied
         alloc = self._alloc
         call = _numpy_protocols._Call()
-        host_value = call.unwrap(value)
+        host_value = _convert_text_values(call.unwrap(value), self._dtype)
         host_key = call.unwrap(key)
+        # Numeric targets: with text converted above, numpy's assignment either fails before
+        # writing (bad index, shape or scalar) or succeeds. Other dtypes (structured…) may
+        # fail half-way, e.g. on the second of two tuples.
+        atomic = self._dtype.kind in _NUMERIC_KINDS
         with alloc.lock:
-            if not alloc.is_valid("host"):
-                _validate_assignment(
-                    self._template(), key if _is_basic_index(key) else None, host_value, self._dtype
-                )
+            if (
+                alloc.is_valid("gpu")
+                and alloc.host_memory != "mapped"
+                and (not alloc.is_valid("host") or not atomic)
+            ):
+                # A device copy to keep right: make sure the assignment succeeds before the
+                # stale host copy is fetched (a wasted copy otherwise), or before a write that
+                # could fail half-way.
+                _validate_assignment(self._shape, self._dtype, host_key, host_value)
             host = self._host_view(write=True)
-            host[host_key] = host_value
+            try:
+                host[host_key] = host_value
+            except BaseException:
+                if not atomic:  # part of the host copy may have been written
+                    alloc.mark_changed("host")
+                raise
             alloc.mark_changed("host")
 
     def __contains__(self, value: Any) -> bool:
@@ -634,7 +711,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                     f"Unable to avoid copy while converting from {host.dtype} to {np.dtype(dtype)}"
                 )
             return host.astype(dtype)
-        return host
+        # A new ndarray object: a caller setting its .shape must not change the cached view.
+        return host.view()
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         return _numpy_protocols.array_ufunc(ufunc, method, inputs, kwargs)
@@ -645,6 +723,11 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def __getattr__(self, name: str) -> Any:
         # Only reached for names not defined on SmartArray: forward public ndarray methods and
         # attributes to the host copy, made current first (never to a stale copy).
+        attribute = getattr(type(self), name, None)
+        if isinstance(attribute, property):
+            # A property that raised AttributeError (e.g. __cuda_array_interface__ off a real
+            # GPU): raise its own, informative error rather than a generic one.
+            return attribute.__get__(self, type(self))
         if name.startswith("_") or not hasattr(np.ndarray, name):
             raise AttributeError(f"'SmartArray' object has no attribute {name!r}")
         if callable(getattr(np.ndarray, name)):
@@ -725,14 +808,17 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 return SmartArray._view(
                     new, 0, self._shape, tuple(target.strides), self._dtype, True, None
                 )
-            host = np.array(self._host_view(write=False), order=order, copy=True)
-        return SmartArray(host, copy=False)
+            host = np.array(self._host_view(write=False), order=order, copy=True)  # type: ignore[call-overload]
+        return SmartArray._adopt(host)
 
     def __copy__(self) -> SmartArray:
-        return self.copy()
+        return self.copy("K")
 
     def __deepcopy__(self, memo: dict) -> SmartArray:
-        return self.copy()
+        if self._dtype.hasobject:  # like numpy: the elements are deep-copied too
+            host = np.array(self._host_view(write=False), order="K")
+            return SmartArray._adopt(_copy.deepcopy(host, memo))
+        return self.copy("K")
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickle through the host copy.
@@ -741,9 +827,16 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def astype(
         self, dtype: Any, order: str = "K", casting: str = "unsafe", copy: bool = True
     ) -> SmartArray:
-        """Cast to ``dtype`` (``ndarray.astype``); returns self when no copy is needed and copy=False."""
+        """Cast to ``dtype`` (``ndarray.astype``); self if ``copy=False`` and no copy is needed."""
         if not copy and np.dtype(dtype) == self._dtype:
-            return self
+            flags = self.flags
+            if (
+                order == "K"
+                or (order == "C" and flags.c_contiguous)
+                or (order == "F" and flags.f_contiguous)
+                or (order == "A" and (flags.c_contiguous or flags.f_contiguous))
+            ):
+                return self
         return _numpy_protocols.call_on_host(
             lambda a: a.astype(dtype, order=order, casting=casting), (self,), {}
         )
@@ -752,9 +845,15 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         """A view with a new shape when possible (no data touched), else a copy."""
         if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
             shape = tuple(shape[0])
+        # Bad shapes and orders fail here, on a probe with this layout's shape, before any data
+        # is read or copied.
+        probe = _layout_probe(self._shape, np.dtype(np.bool_))
+        probe.reshape(shape, order=order, copy=None)  # type: ignore[call-overload]
         if copy is not True:
             try:
-                return self._apply_view(lambda t: t.reshape(shape, order=order, copy=False))
+                return self._apply_view(
+                    lambda t: t.reshape(shape, order=order, copy=False)  # type: ignore[call-overload]
+                )
             except ValueError:
                 if copy is False:
                     raise
@@ -764,15 +863,28 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     def ravel(self, order: str = "C") -> SmartArray:
         """A flattened view when possible, else a copy (``ndarray.ravel``)."""
+        # A view exactly when numpy's ravel gives one (contiguous data), else a copy; unlike
+        # reshape(-1), which also gives views of some non-contiguous layouts.
+        if order not in ("C", "F", "A", "K"):
+            raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+        template = self._template()
+        flags = template.flags
         if order == "K":
-            return _numpy_protocols.call_on_host(lambda a: a.ravel("K"), (self,), {})
-        if order == "A":
-            order = "F" if self.flags.f_contiguous and not self.flags.c_contiguous else "C"
-        return self.reshape(-1, order=order)
+            # Memory order: axes by decreasing stride (stable, so ties keep C order).
+            axes = sorted(range(self.ndim), key=lambda i: -self._strides[i])
+            if template.transpose(axes).flags.c_contiguous:
+                return self._apply_view(lambda t: t.transpose(axes).reshape(-1))
+        elif order == "A":
+            order = "F" if flags.f_contiguous and not flags.c_contiguous else "C"
+        if (order == "C" and flags.c_contiguous) or (order == "F" and flags.f_contiguous):
+            return self._apply_view(lambda t: t.reshape(-1, order=order))  # type: ignore[call-overload]
+        return _numpy_protocols.call_on_host(lambda a: a.ravel(order), (self,), {})
 
     def flatten(self, order: str = "C") -> SmartArray:
-        """A flattened copy."""
-        return self.reshape(-1, order=order, copy=True)
+        """A flattened copy (``ndarray.flatten``)."""
+        if order not in ("C", "F", "A", "K"):
+            raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+        return _numpy_protocols.call_on_host(lambda a: a.flatten(order), (self,), {})
 
     def transpose(self, *axes: Any) -> SmartArray:
         """View with axes permuted (``ndarray.transpose``)."""
@@ -865,10 +977,12 @@ def _getitem(array: np.ndarray, key: Any) -> Any:
 
 
 def _unpickle(host: np.ndarray) -> SmartArray:
-    return SmartArray(host, copy=False)
+    return SmartArray._adopt(host)
 
 
 def _contiguous_strides(alloc: Allocation) -> tuple[int, ...]:
+    if alloc.nbytes == 0 and alloc.dtype.itemsize:
+        return (0,) * len(alloc.shape)  # numpy 2.4 gives new empty arrays zero strides
     strides: list[int] = []
     step = alloc.dtype.itemsize
     dims = alloc.shape if alloc.order == "F" else alloc.shape[::-1]
@@ -897,29 +1011,116 @@ def _contiguity(shape: tuple[int, ...], strides: Any, itemsize: int) -> str | No
     return None
 
 
-def _validate_assignment(template: np.ndarray, key: Any, value: Any, dtype: np.dtype) -> None:
-    """Check that ``a[key] = value`` would succeed, without touching the array's data."""
-    target_shape = template[_view_key(key)].shape if key is not None else None
-    probe = np.asarray(value)
-    if probe.dtype.kind in "OUS" and dtype.kind not in "OUS":
-        np.asarray(value, dtype=dtype)  # ValueError on bad conversion
-    elif not np.can_cast(probe.dtype, dtype, casting="unsafe"):
-        raise TypeError(f"cannot assign {probe.dtype} values to a {dtype} array")
-    if target_shape is not None:
-        shape = probe.shape
-        while len(shape) > len(target_shape) and shape[0] == 1:
-            shape = shape[1:]
-        try:
-            np.broadcast_shapes(shape, target_shape)
-            if (
-                len(shape) > len(target_shape)
-                or np.broadcast_shapes(shape, target_shape) != target_shape
-            ):
-                raise ValueError
-        except ValueError:
-            raise ValueError(
-                f"could not broadcast input array from shape {probe.shape} into shape {target_shape}"
-            ) from None
+# dtype kinds whose element assignment from numeric data cannot fail half-way.
+_NUMERIC_KINDS = "biufcmM"
+
+
+def _normalize_shape(shape: Any) -> tuple[int, ...]:
+    """A shape argument as a tuple of ints, with numpy's errors for bad ones."""
+    dims: tuple[int, ...]
+    try:
+        dims = (operator.index(shape),)
+    except TypeError:
+        dims = tuple(operator.index(n) for n in shape)
+    if any(n < 0 for n in dims):
+        raise ValueError("negative dimensions are not allowed")
+    return dims
+
+
+def _check_order(order: str | None, flags: Any) -> None:
+    """``copy=False`` with ``order='C'``/``'F'`` needs data that already has that layout."""
+    if (order == "C" and not flags.c_contiguous) or (order == "F" and not flags.f_contiguous):
+        raise ValueError(f"copy=False cannot give order={order!r} without copying the data")
+
+
+def _is_field_index(key: Any, dtype: np.dtype) -> bool:
+    """True for a structured array's field name or list of field names."""
+    if dtype.names is None:
+        return False
+    if isinstance(key, str):
+        return True
+    return type(key) is list and bool(key) and all(isinstance(k, str) for k in key)
+
+
+def _layout_probe(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A writable array of ``shape`` whose elements all share one real element (zero strides).
+
+    Indexing, reshaping and assigning to it raise exactly the errors numpy would raise for an
+    array of that shape, without reading or writing any of the real array's data.
+    """
+    return np.lib.stride_tricks.as_strided(
+        np.zeros(1, dtype), shape, (0,) * len(shape), writeable=True
+    )
+
+
+def _convert_text_values(value: Any, dtype: np.dtype) -> Any:
+    """Strings and Python objects assigned to a numeric array, converted before any write.
+
+    numpy converts such values element by element while writing, so a bad one (``'x'``) fails
+    half-way, after part of the array was written; converted first, it fails before.
+    """
+    if dtype.kind not in _NUMERIC_KINDS or isinstance(value, (int, float, complex, np.number)):
+        return value  # (bool is an int)
+    try:
+        kind = (value if isinstance(value, np.ndarray) else np.asarray(value)).dtype.kind
+    except Exception:  # not array-like: numpy's own assignment will raise the right error
+        return value
+    if kind in "OSU":
+        return np.asarray(value, dtype=dtype)
+    return value
+
+
+def _validate_assignment(shape: tuple[int, ...], dtype: np.dtype, key: Any, value: Any) -> None:
+    """Check that ``a[key] = value`` succeeds, without touching the array's data.
+
+    The assignment is made into a zero-strided probe of the array's shape and dtype, so it
+    raises numpy's own ``IndexError``/``ValueError``/``TypeError`` for a bad key, shape or
+    value (and a value that cannot be converted fails here, not half-way through the copy).
+    """
+    _layout_probe(shape, dtype)[key] = value
+
+
+class _Flags:
+    """``ndarray.flags`` of a SmartArray: readable like numpy's, but not settable."""
+
+    __slots__ = ("_flags",)
+
+    def __init__(self, flags: Any) -> None:
+        object.__setattr__(self, "_flags", flags)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_flags":  # not yet set (copy/pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self._flags, name)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._flags[key]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ValueError(
+            "SmartArray flags cannot be set; use smartarray.In(a) to pass an array read-only"
+        )
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.__setattr__(key, value)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Flags):
+            other = other._flags
+        return bool(self._flags == other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __copy__(self) -> _Flags:
+        return self  # immutable
+
+    def __deepcopy__(self, memo: dict) -> _Flags:
+        return self
+
+    def __repr__(self) -> str:
+        return repr(self._flags)
+
+    __str__ = __repr__
 
 
 def _new_allocation(

@@ -197,7 +197,7 @@ def device_view(
     size = int(np.prod(shape))
     if size == 0:
         return DeviceNDArray(shape, strides, dtype)
-    extent = sum((n - 1) * s for n, s in zip(shape, strides)) + dtype.itemsize
+    extent = sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) + dtype.itemsize
     return DeviceNDArray(
         shape, strides, dtype, gpu_data=base.gpu_data.view(offset, offset + extent)
     )
@@ -212,15 +212,14 @@ def strided_view(
     writeable: bool = True,
 ) -> np.ndarray:
     """An ndarray over ``buffer``'s memory starting ``offset`` bytes in (base kept alive)."""
-    interface = {
-        "data": (buffer.ctypes.data + offset, not (writeable and buffer.flags.writeable)),
-        "shape": tuple(shape),
-        "strides": tuple(strides),
-        "typestr": dtype.str,
-        "descr": dtype.descr,
-        "version": 3,
-    }
-    return array_from_interface(interface, dtype, keep_alive=buffer)
+    return array_at(
+        buffer.ctypes.data + offset,
+        shape,
+        strides,
+        dtype,
+        readonly=not (writeable and buffer.flags.writeable),
+        keep_alive=buffer,
+    )
 
 
 class _InterfaceHolder:
@@ -233,8 +232,31 @@ class _InterfaceHolder:
         self.base = base
 
 
-def array_from_interface(interface: dict[str, Any], dtype: np.dtype, keep_alive: Any) -> np.ndarray:
-    """Build an ndarray from an ``__array_interface__`` dict (no copy, no bounds check)."""
+def array_at(
+    address: int,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    dtype: np.dtype,
+    *,
+    readonly: bool,
+    keep_alive: Any,
+) -> np.ndarray:
+    """An ndarray over the memory at ``address`` (no copy, no bounds check, never read).
+
+    Structured dtypes are described as raw bytes (``V<n>``) and viewed as ``dtype`` after:
+    ``dtype.descr`` is not defined for some of them (e.g. ``a[['b', 'a']]``'s, whose fields
+    are out of order).
+    """
+    structured = dtype.names is not None and not dtype.hasobject
+    carrier = np.dtype((np.void, dtype.itemsize)) if structured else dtype
+    interface = {
+        "data": (address, readonly),
+        "shape": tuple(shape),
+        "strides": tuple(strides),
+        "typestr": carrier.str,
+        "descr": carrier.descr,
+        "version": 3,
+    }
     view = np.asarray(_InterfaceHolder(interface, keep_alive))
     if view.dtype != dtype:  # structured / subarray dtypes
         view = view.view(dtype)

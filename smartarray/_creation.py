@@ -25,13 +25,25 @@ def asarray(
     a contiguous ndarray is adopted without a copy; anything else is copied.
     """
     side = normalize_where(where)
-    if isinstance(obj, SmartArray) and (dtype is None or np.dtype(dtype) == obj.dtype):
-        if side == "gpu":
-            obj.to_gpu()
-        return obj
-    if isinstance(obj, np.ndarray) and host_memory in (None, "pageable"):
-        if (dtype is None or np.dtype(dtype) == obj.dtype) and (
-            obj.flags.c_contiguous or obj.flags.f_contiguous
+    if order not in (None, "C", "F", "A", "K"):
+        raise ValueError(f"order must be 'C', 'F', 'A' or 'K'; got {order!r}")
+    if isinstance(obj, (SmartArray, np.ndarray)):
+        flags = obj.flags
+        layout_ok = (
+            (order == "C" and flags.c_contiguous)
+            or (order == "F" and flags.f_contiguous)
+            or (order not in ("C", "F") and (flags.c_contiguous or flags.f_contiguous))
+        )
+        same_dtype = dtype is None or np.dtype(dtype) == obj.dtype
+        if isinstance(obj, SmartArray) and same_dtype and (layout_ok or order not in ("C", "F")):
+            if side == "gpu":
+                obj.to_gpu()
+            return obj
+        if (
+            isinstance(obj, np.ndarray)
+            and host_memory in (None, "pageable")
+            and same_dtype
+            and layout_ok
         ):
             return SmartArray(obj, copy=False, where=side)
     return SmartArray(obj, dtype=dtype, order=order, where=side, host_memory=host_memory)
@@ -68,15 +80,25 @@ def full(
     stream: Any = None,
 ) -> SmartArray:
     """A new SmartArray filled with ``fill_value``; filled on the device with ``where='gpu'``."""
+    side = normalize_where(where)
     if dtype is None:
         dtype = np.asarray(fill_value).dtype
     dtype = np.dtype(dtype)
     value = np.asarray(fill_value, dtype=dtype)
     if value.ndim:
-        raise ValueError("full() on the device needs a scalar fill_value")
+        # An array fill_value (broadcast like numpy.full): filled on the host, then uploaded.
+        if side == "gpu":
+            _backend.require_device()
+            _backend.check_device_dtype(dtype)
+        array = empty(shape, dtype, order, "host", host_memory=host_memory)
+        np.broadcast_to(value, array.shape)  # numpy's ValueError before anything is written
+        array[...] = value
+        if side == "gpu":
+            array.to_gpu(stream)
+        return array
     array = empty(shape, dtype, order, where, host_memory=host_memory, stream=stream)
     alloc = array._alloc
-    if normalize_where(where) == "gpu" and alloc.host_memory != "mapped":
+    if side == "gpu" and alloc.host_memory != "mapped":
         _backend.device_fill(alloc.device, value[()], stream)
         alloc.device_written(stream)
     else:
@@ -112,7 +134,12 @@ def ones(
 
 def _like_args(
     prototype: Any, dtype: Any, order: str, shape: Any, where: str | None
-) -> tuple[Any, Any, str, str]:
+) -> tuple[Any, Any, str, str, list[int] | None]:
+    """shape, dtype, order ('C'/'F'), where, and the axes in memory order for order='K'.
+
+    The axes are not None when ``order='K'`` keeps a layout that is neither C nor F (e.g. a
+    transposed 3-d prototype): the new array is then laid out in that axis order, as numpy's.
+    """
     if isinstance(prototype, SmartArray):
         default_where = "host" if prototype.is_valid("host") else "gpu"
         flags = prototype.flags
@@ -120,6 +147,14 @@ def _like_args(
         prototype = np.asarray(prototype)
         default_where = "host"
         flags = prototype.flags
+    axes = None
+    if order == "K" and shape is None and not (flags.c_contiguous or flags.f_contiguous):
+        strides = prototype.strides
+        axes = sorted(range(prototype.ndim), key=lambda i: -abs(strides[i]))
+        if axes == list(range(prototype.ndim)):
+            axes = None  # plain C order
+        elif axes == list(range(prototype.ndim))[::-1]:
+            axes, order = None, "F"
     if order in ("K", "A"):
         order = "F" if flags.f_contiguous and not flags.c_contiguous else "C"
     return (
@@ -127,7 +162,17 @@ def _like_args(
         prototype.dtype if dtype is None else dtype,
         order,
         default_where if where is None else where,
+        axes,
     )
+
+
+def _in_axis_order(make: Any, shape: tuple[int, ...], axes: list[int] | None) -> SmartArray:
+    """``make(shape_in_memory_order)`` seen with ``shape``: the axes laid out in ``axes`` order."""
+    if axes is None:
+        return make(shape)
+    base = make(tuple(shape[i] for i in axes))
+    view = base.transpose(*np.argsort(axes))
+    return SmartArray._view(base._alloc, 0, view.shape, view.strides, view.dtype, True, None)
 
 
 def empty_like(
@@ -145,8 +190,8 @@ def empty_like(
     ``where`` defaults to where ``prototype``'s data is current (``'gpu'`` for a device-only
     SmartArray), so results of kernel chains stay on the device.
     """
-    shape, dtype, order, where = _like_args(prototype, dtype, order, shape, where)
-    return empty(shape, dtype, order, where)
+    shape, dtype, order, where, axes = _like_args(prototype, dtype, order, shape, where)
+    return _in_axis_order(lambda s: empty(s, dtype, order, where), shape, axes)
 
 
 def full_like(
@@ -161,8 +206,10 @@ def full_like(
     device: Any = None,
 ) -> SmartArray:
     """A new SmartArray shaped like ``prototype`` filled with ``fill_value``."""
-    shape, dtype, order, where = _like_args(prototype, dtype, order, shape, where)
-    return full(shape, fill_value, dtype, order, where)
+    shape, dtype, order, where, axes = _like_args(prototype, dtype, order, shape, where)
+    if np.ndim(fill_value):
+        axes = None  # an array fill_value is laid out for the prototype's own axis order
+    return _in_axis_order(lambda s: full(s, fill_value, dtype, order, where), shape, axes)
 
 
 def zeros_like(

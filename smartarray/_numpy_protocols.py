@@ -52,26 +52,67 @@ class _Call:
         self.SmartArray = _smartarray_type()
         self.arrays: list[SmartArray] = []
         self.written: list[SmartArray] = []
-        self.out_views: dict[int, SmartArray] = {}
+        # id of each writable argument as numpy sees it -> the object to return for it: the
+        # SmartArray whose host view was passed, or a caller's own ndarray, returned as is.
+        self.out_views: dict[int, Any] = {}
+        self._keep: list[Any] = []  # keeps the objects behind out_views' ids alive
+        self._targets: dict[int, Any] = {}  # allocations this call may write
+        self._locked: list[Any] = []
+
+    def check_writeable(self, obj: Any) -> None:
+        """Refuse a read-only SmartArray target before any argument is unwrapped (or copied)."""
+        if isinstance(obj, self.SmartArray):
+            obj._check_writeable()
+            self._targets[id(obj._alloc)] = obj._alloc
+        elif type(obj) in (list, tuple):
+            for item in obj:
+                self.check_writeable(item)
+
+    def lock_targets(self) -> None:
+        """Hold the locks of every written allocation from the copy-in to the flag update.
+
+        Taken in one global order (by id), so two calls writing the same arrays in different
+        orders cannot deadlock; released by :meth:`finish`.
+        """
+        for key in sorted(self._targets):
+            lock = self._targets[key].lock
+            lock.acquire()
+            self._locked.append(lock)
 
     def unwrap(self, obj: Any, *, write: bool = False) -> Any:
         if isinstance(obj, self.SmartArray):
             self.arrays.append(obj)
             if write:
                 obj._check_writeable()
+                view = obj._host_view(write=True)  # may raise: then nothing was written
                 self.written.append(obj)
-                view = obj._host_view(write=True)
                 self.out_views[id(view)] = obj
+                self._keep.append(view)
                 return view
             return obj._host_view(write=False)
+        if write and isinstance(obj, np.ndarray):
+            self.out_views[id(obj)] = obj
+            self._keep.append(obj)
+            return obj
         if type(obj) in (list, tuple):
             return type(obj)(self.unwrap(item, write=write) for item in obj)
         return obj
 
-    def finish(self) -> None:
-        """Mark every written SmartArray as changed on the host (also after an error)."""
-        for array in self.written:
-            array._alloc.mark_changed("host")
+    def finish(self, error: BaseException | None = None) -> None:
+        """Mark every written SmartArray as changed on the host (also after most errors).
+
+        A call that failed may have written part of its output, so the host copy is marked
+        changed even then; the exception is numpy's ``UFuncTypeError`` (no loop or casting
+        refused), which is raised while resolving types, before anything is written.
+        """
+        try:
+            if error is not None and _raised_before_writing(error):
+                return
+            for array in self.written:
+                array._alloc.mark_changed("host")
+        finally:
+            while self._locked:
+                self._locked.pop().release()
 
     def wrap(self, result: Any) -> Any:
         if isinstance(result, np.ndarray):
@@ -81,6 +122,11 @@ class _Call:
         if type(result) in (list, tuple):
             return type(result)(self.wrap(item) for item in result)
         return result
+
+
+def _raised_before_writing(error: BaseException) -> bool:
+    # numpy's UFuncTypeError is not public API: recognise it (and its subclasses) by name.
+    return any(kind.__name__ == "UFuncTypeError" for kind in type(error).__mro__)
 
 
 def _foreign_override(values: Iterable[Any], attribute: str) -> bool:
@@ -101,6 +147,12 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
     if _foreign_override((*inputs, *out), "__array_ufunc__"):
         return NotImplemented
     call = _Call()
+    call.check_writeable(out)
+    if method == "at" and inputs:
+        call.check_writeable(inputs[0])
+    _check_before_fetching_outputs(ufunc, method, inputs, out, kwargs)
+    error: BaseException | None = None
+    call.lock_targets()
     try:
         if method == "at":
             host_inputs = (
@@ -114,16 +166,103 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
         if "where" in kwargs:
             kwargs["where"] = call.unwrap(kwargs["where"])
         result = getattr(ufunc, method)(*host_inputs, **kwargs)
+    except BaseException as exc:
+        error = exc
+        raise
     finally:
-        call.finish()
+        call.finish(error)
     if method == "at":
         return None
     return call.wrap(result)
 
 
+# Returned by a special implementation that cannot handle its arguments: use numpy itself.
+_FALLBACK = object()
+
+
+def _check_before_fetching_outputs(
+    ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], out: tuple[Any, ...], kwargs: dict
+) -> None:
+    """Raise numpy's type or shape error for a bad ``ufunc(..., out=a)`` before touching ``a``.
+
+    An ``out=`` SmartArray whose host copy is stale is brought up to date before the call (the
+    ufunc may not write all of it), and its device copy is marked stale after a call that
+    failed half-way. If the call is bound to fail, e.g. ``a += 1.5`` for an integer ``a``,
+    the copy would be wasted and the flags changed for nothing; so the dtypes are tried on
+    0-d stand-ins and the shapes checked first (cheap: no data is read). Only done for outputs
+    that have a device copy to keep right.
+    """
+    SmartArray = _smartarray_type()
+    if method != "__call__" or ufunc.signature is not None or not any(
+        isinstance(o, SmartArray)
+        and o._alloc.is_valid("gpu")
+        and o._alloc.host_memory != "mapped"
+        for o in out
+    ):
+        return
+
+    def stand_in(value: Any) -> Any:
+        if type(value) in (bool, int, float, complex) or isinstance(value, np.generic):
+            return value  # Python scalars keep their weak promotion
+        dtype = value.dtype if isinstance(value, (SmartArray, np.ndarray)) else None
+        return np.zeros((), dtype if dtype is not None else np.asarray(value).dtype)
+
+    try:
+        stand_ins = [stand_in(x) for x in inputs]
+        outputs = tuple(None if o is None else np.zeros((), o.dtype) for o in out)
+        shapes = [np.shape(x) for x in inputs]
+    except Exception:  # not something we can model: let numpy itself decide
+        return
+    if any(
+        np.asarray(x).dtype.hasobject for x in (*stand_ins, *(o for o in outputs if o is not None))
+    ):
+        return  # object loops may do anything
+    options = {k: v for k, v in kwargs.items() if k not in ("out", "where")}
+    with np.errstate(all="ignore"):
+        ufunc(*stand_ins, out=outputs, **options)  # numpy's UFuncTypeError, if any
+    if "where" in kwargs and kwargs["where"] is not True:
+        shapes.append(np.shape(kwargs["where"]))
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(
+            "operands could not be broadcast together with shapes "
+            + " ".join(str(s).replace(" ", "") for s in shapes)
+        ) from None
+    for o in out:
+        if o is not None and np.broadcast_shapes(shape, o.shape) != tuple(o.shape):
+            raise ValueError(
+                f"non-broadcastable output operand with shape {tuple(o.shape)} doesn't match "
+                f"the broadcast shape {shape}"
+            )
+
+
 def _view_function(name: str) -> Callable[..., Any]:
     def apply(array: SmartArray, *args: Any, **kwargs: Any) -> Any:
         return array._apply_view(lambda template: getattr(np, name)(template, *args, **kwargs))
+
+    return apply
+
+
+def _single_view_function(name: str) -> Callable[..., Any]:
+    """``np.atleast_1d`` and friends: views for one array argument, numpy for several."""
+
+    def apply(*arrays: Any, **kwargs: Any) -> Any:
+        if len(arrays) != 1 or kwargs:
+            return _FALLBACK
+        return arrays[0]._apply_view(lambda template: getattr(np, name)(template))
+
+    return apply
+
+
+def _split_function(name: str) -> Callable[..., Any]:
+    """``np.split`` and friends: a list of views, made on the layout only."""
+
+    def apply(array: SmartArray, *args: Any, **kwargs: Any) -> Any:
+        if any(not isinstance(a, (int, np.integer, list, tuple)) for a in args[:1]):
+            return _FALLBACK  # array-valued indices: let numpy handle them on the host
+        pieces = getattr(np, name)(array._template(), *args, **kwargs)
+        return [array._from_template(piece) for piece in pieces]
 
     return apply
 
@@ -135,6 +274,23 @@ def _shape_function(attribute: str) -> Callable[..., Any]:
         return getattr(array, attribute)
 
     return apply
+
+
+def _reshape(
+    array: SmartArray,
+    shape: Any = None,
+    order: str = "C",
+    *,
+    newshape: Any = None,
+    copy: bool | None = None,
+) -> Any:
+    if shape is None:
+        if newshape is None:
+            raise TypeError("reshape() missing required argument 'shape' (pos 2)")
+        shape = newshape
+    elif newshape is not None:
+        raise TypeError("You cannot specify 'newshape' and 'shape' arguments at the same time.")
+    return array.reshape(shape, order=order, copy=copy)
 
 
 def _like(fill: Callable[[SmartArray], Any] | None) -> Callable[..., Any]:
@@ -149,15 +305,32 @@ def _like(fill: Callable[[SmartArray], Any] | None) -> Callable[..., Any]:
 
 
 # Functions answered without touching data: views are made on the array's layout only, so
-# they need no copy even when the host copy is stale.
+# they need no copy even when the host copy is stale, and they are writable like numpy's.
 _SPECIAL: dict[Callable[..., Any], Callable[..., Any]] = {
     np.transpose: _view_function("transpose"),
+    np.permute_dims: _view_function("permute_dims"),
+    np.matrix_transpose: _view_function("matrix_transpose"),
     np.swapaxes: _view_function("swapaxes"),
     np.moveaxis: _view_function("moveaxis"),
+    np.rollaxis: _view_function("rollaxis"),
     np.squeeze: _view_function("squeeze"),
     np.expand_dims: _view_function("expand_dims"),
     np.diagonal: _view_function("diagonal"),
-    np.reshape: lambda a, *args, **kw: a.reshape(*args, **kw),
+    np.flip: _view_function("flip"),
+    np.fliplr: _view_function("fliplr"),
+    np.flipud: _view_function("flipud"),
+    np.broadcast_to: _view_function("broadcast_to"),
+    np.atleast_1d: _single_view_function("atleast_1d"),
+    np.atleast_2d: _single_view_function("atleast_2d"),
+    np.atleast_3d: _single_view_function("atleast_3d"),
+    np.split: _split_function("split"),
+    np.array_split: _split_function("array_split"),
+    np.hsplit: _split_function("hsplit"),
+    np.vsplit: _split_function("vsplit"),
+    np.dsplit: _split_function("dsplit"),
+    np.real: lambda a: a.real,
+    np.imag: lambda a: a.imag,
+    np.reshape: _reshape,
     np.ravel: lambda a, order="C": a.ravel(order),
     np.shape: _shape_function("shape"),
     np.ndim: _shape_function("ndim"),
@@ -180,7 +353,9 @@ def array_function(
             return NotImplemented
     special = _SPECIAL.get(func)
     if special is not None and args and isinstance(args[0], SmartArray):
-        return special(*args, **kwargs)
+        result = special(*args, **kwargs)
+        if result is not _FALLBACK:
+            return result
     return call_on_host(func, args, kwargs, writes_first=func in _WRITES_FIRST_ARGUMENT)
 
 
@@ -189,12 +364,20 @@ def call_on_host(
 ) -> Any:
     """Run ``func`` on host copies of any SmartArray arguments and wrap the results."""
     call = _Call()
+    if writes_first and args:
+        call.check_writeable(args[0])
+    call.check_writeable(kwargs.get("out"))
+    error: BaseException | None = None
+    call.lock_targets()
     try:
         host_args = [call.unwrap(a, write=writes_first and i == 0) for i, a in enumerate(args)]
         host_kwargs = {k: call.unwrap(v, write=(k == "out")) for k, v in kwargs.items()}
         result = func(*host_args, **host_kwargs)
+    except BaseException as exc:
+        error = exc
+        raise
     finally:
-        call.finish()
+        call.finish(error)
     return call.wrap(result)
 
 
