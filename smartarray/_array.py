@@ -661,8 +661,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check_writeable()
+        covers_all = False
         if _is_basic_index(key):
-            self._template()[_view_key(key)]  # raises IndexError before anything is copied
+            target = self._template()[_view_key(key)]  # IndexError before anything is copied
+            covers_all = target.nbytes == self._alloc.nbytes and (
+                target.flags.c_contiguous or target.flags.f_contiguous
+            )
         alloc = self._alloc
         call = _numpy_protocols._Call()
         host_value = _convert_text_values(call.unwrap(value), self._dtype)
@@ -681,7 +685,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 # stale host copy is fetched (a wasted copy otherwise), or before a write that
                 # could fail half-way.
                 _validate_assignment(self._shape, self._dtype, host_key, host_value)
-            host = self._host_view(write=True)
+            # A validated numeric assignment to every element never needs the stale host data
+            # (values that are SmartArrays were made current on the host when unwrapped).
+            host = self._host_view(write=True, overwrite_all=covers_all and atomic)
             try:
                 host[host_key] = host_value
             except BaseException:

@@ -325,12 +325,14 @@ def check_device_layout(strides: tuple[int, ...]) -> None:
         )
 
 
-def record_event(stream: Any) -> Any:
-    """Record an event on ``stream`` (``None`` for the default stream or in the simulator)."""
-    if tier() != "gpu" or is_default_stream(stream):
+def record_event(stream: Any, always: bool = False) -> Any:
+    """Record an event on ``stream``; ``None`` in the simulator, and for the default stream
+    unless ``always`` (work on the default stream is ordered with default-stream copies, but
+    the host itself must still wait for kernels that write mapped memory)."""
+    if tier() != "gpu" or (is_default_stream(stream) and not always):
         return None
     event = cuda().event(timing=False)
-    event.record(stream)
+    event.record(stream or 0)
     return event
 
 

@@ -205,12 +205,12 @@ class Allocation:
         with self.lock:
             if self.host_memory != "mapped":
                 self.state = State.DEVICE
-            self._device_event = _backend.record_event(stream)
+            self._device_event = _backend.record_event(stream, always=self.host_memory == "mapped")
 
     def device_read(self, stream: Any = None) -> None:
         """Record that device work read the device copy on ``stream`` (no state change)."""
         with self.lock:
-            self._device_event = _backend.record_event(stream)
+            self._device_event = _backend.record_event(stream, always=self.host_memory == "mapped")
 
     # --- releasing ------------------------------------------------------------------------
 

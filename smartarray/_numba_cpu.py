@@ -2,12 +2,16 @@
 
 * Typing: Numba's dispatchers read ``SmartArray._numba_type_`` (a cached
   :class:`~smartarray._numba_types.SmartArrayType`), the fastest typing hook Numba has.
-* Unboxing: the host copy is made current and, unless the argument is read-only
-  (``smartarray.In(a)`` or a read-only view), the device copy is marked stale *before* the
-  call, since the function may write. Then Numba's own array unboxing runs on the host view.
-* Boxing: a returned array whose parent is an argument's host view comes back as that
-  argument (same object) or as a SmartArray view sharing its state; any other array comes back
-  as a new SmartArray.
+* Unboxing: the host copy is made current and, unless the argument type is read-only
+  (``smartarray.In(a)``, ``a.readonly()``, a read-only view), the device copy is marked stale
+  *before* the call, since the function may write. Then Numba's own array unboxing runs on a
+  cached host ndarray (the argument's *jit view*). Compiled code first checks, reading
+  instance dicts only, whether that would change anything (host copy current, device copy
+  already stale or the argument read-only); only then does it call :func:`host_for_jit`.
+* Boxing: a returned array derived from an argument's jit view comes back as that argument
+  (same object) or as a SmartArray view sharing its coherence state; any other array comes
+  back as a new SmartArray. Arrays that Numba types as plain arrays (results of some
+  ``np.*`` functions, of functions with explicit plain-array signatures) box as ndarrays.
 
 Registration happens on ``import smartarray`` and through the ``numba_extensions`` entry
 point; both import this module once, so it is idempotent.
@@ -15,6 +19,7 @@ point; both import this module once, so it is idempotent.
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
@@ -23,6 +28,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models
 from numba.core.imputils import impl_ret_borrowed
+from numba.core.typeconv import Conversion
 from numba.extending import (
     NativeValue,
     box,
@@ -37,86 +43,350 @@ from numba.extending import (
 from ._array import SmartArray
 from ._coherence import State
 from ._intents import _Intent
-from ._numba_types import SmartArrayType
-
-# id(host view handed to Numba) -> the SmartArray it belongs to (weakly held).
-_OWNERS: weakref.WeakValueDictionary[int, SmartArray] = weakref.WeakValueDictionary()
+from ._numba_types import BOXING_VERSION, SmartArrayType
 
 
-def host_for_jit(obj: Any) -> np.ndarray:
-    """Unboxing helper: the host ndarray to hand to compiled code for ``obj``."""
-    if type(obj) is SmartArray:
-        array = obj
-        write = array._writeable
-    else:
-        if not isinstance(obj, _Intent):
-            raise TypeError(f"cannot pass {type(obj).__name__} as a SmartArray")
-        array = obj.array
-        write = not obj.readonly and array._writeable
-    alloc = array._alloc
-    if alloc.state is not State.HOST or alloc._host_event is not None:
-        with alloc.lock:
-            alloc.ensure_host()
-            if write:
-                alloc.mark_changed("host")
-    view = array.__dict__.get("_host_rw" if write else "_host_ro")
+class _JitHost:
+    """What a host ndarray handed to compiled code is made from: it remembers its SmartArray.
+
+    ``np.asarray(_JitHost(...))`` is an ndarray whose ``base`` is the holder, so the boxing
+    code can map an array returned by compiled code back to the SmartArray it came from.
+    """
+
+    __slots__ = ("__array_interface__", "host", "owner")
+
+    def __init__(self, host: np.ndarray, owner: SmartArray) -> None:
+        self.__array_interface__ = host.__array_interface__
+        self.host = host  # keeps the memory alive
+        self.owner = weakref.ref(owner)  # weak: the array caches the view (no cycle)
+
+
+def _jit_view(array: SmartArray, write: bool) -> np.ndarray:
+    """The (cached) host ndarray handed to compiled code for ``array``."""
+    key = "_jit_rw" if write else "_jit_ro"
+    view = array.__dict__.get(key)
     if view is None:
-        view = array._host_view(write=write, sync=False)
-        _OWNERS[id(view)] = array
+        host = array._host_view(write=write, sync=False)
+        view = np.asarray(_JitHost(host, array))
+        if view.dtype != host.dtype:  # structured dtypes: keep numpy's exact descriptor
+            view = view.view(host.dtype)
+        array.__dict__[key] = view
     return view
 
 
+def _owner_of(host: Any) -> SmartArray | None:
+    """The SmartArray whose jit host view is ``host`` (or None)."""
+    base = getattr(host, "base", None)
+    while type(base) is np.ndarray:
+        base = base.base
+    if type(base) is _JitHost:
+        return base.owner()
+    return None
+
+
+def host_for_jit(obj: Any, write: bool = True) -> np.ndarray:
+    """Unboxing helper (slow path): the host ndarray to hand to compiled code for ``obj``.
+
+    Makes the host copy current and, if the compiled code may ``write`` (its argument type is
+    mutable), marks the device copy stale. The compiled fast path skips this call when the
+    allocation is already in the state this call would leave it in.
+    """
+    if isinstance(obj, SmartArray):
+        array = obj
+    elif isinstance(obj, _Intent):
+        array = obj.array
+        if write and obj.readonly:  # (the type of In(x) is read-only: not reached)
+            raise TypeError(f"{obj!r} is read-only")
+    elif isinstance(obj, np.ndarray):
+        # An ndarray converted to a SmartArray type (a function compiled for an explicit
+        # SmartArray signature): nothing to keep coherent.
+        return obj
+    else:
+        raise TypeError(f"cannot pass {type(obj).__name__} as a SmartArray")
+    if write:
+        array._check_writeable()
+    alloc = array._alloc
+    with alloc.lock:
+        alloc.ensure_host()
+        if write:
+            alloc.mark_changed("host")
+        return _jit_view(array, write)
+
+
+def host_for_jit_readonly(obj: Any) -> np.ndarray:
+    """:func:`host_for_jit` for a read-only argument type: the device copy stays valid."""
+    return host_for_jit(obj, write=False)
+
+
 def smartarray_from_jit(result: np.ndarray, parent: Any) -> SmartArray:
-    """Boxing helper: turn an ndarray returned by compiled code into a SmartArray."""
+    """Boxing helper: turn an ndarray returned by compiled code into a SmartArray.
+
+    ``parent`` is the host ndarray the result was derived from (Numba's array ``parent``), if
+    any: the argument's own jit host view gives back the argument itself (``result is
+    parent``) or a SmartArray view sharing its coherence state.
+    """
     if parent is not None:
-        owner = _OWNERS.get(id(parent))
-        if owner is not None and parent in (
-            owner.__dict__.get("_host_rw"),
-            owner.__dict__.get("_host_ro"),
-        ):
+        owner = _owner_of(parent)
+        if owner is not None:
             if result is parent:
                 return owner
             return SmartArray._from_numpy_result(result, [owner])
     return SmartArray._from_numpy_result(result, [])
 
 
+# What compiled boxing code fetches from Python, once per compiled module, in this order: the
+# objects named by _OBJECTS, then the (interned) attribute names _ATTRS. Compiled code indexes
+# this table by position, so any change here must bump BOXING_VERSION (in _numba_types).
+_OBJECTS = (
+    "SmartArray",
+    "State.HOST",
+    "State.BOTH",
+    "host_for_jit",
+    "host_for_jit_readonly",
+    "smartarray_from_jit",
+)
+_ATTRS = ("array", "_alloc", "state", "_host_event", "_device_event", "_jit_rw", "_jit_ro")
+_LAYOUT = _OBJECTS + _ATTRS
+_CLS, _HOST, _BOTH, _HOST_FOR_JIT, _HOST_FOR_JIT_RO, _FROM_JIT = range(len(_OBJECTS))
+_ARRAY, _ALLOC, _STATE, _HOST_EVENT, _DEVICE_EVENT, _JIT_RW, _JIT_RO = range(
+    len(_OBJECTS), len(_LAYOUT)
+)
+
+
+def _jit_constants(layout: tuple[str, ...]) -> tuple[Any, ...]:
+    """The objects compiled boxing code uses; ``layout`` is the table it was compiled for."""
+    if tuple(layout) != _LAYOUT:
+        raise RuntimeError(
+            "this compiled function expects another version of smartarray's Numba boxing "
+            "(a stale cache=True entry?): delete its Numba cache files (__pycache__/*.nbi, "
+            "*.nbc, or NUMBA_CACHE_DIR)"
+        )
+    objects = (
+        SmartArray,
+        State.HOST,
+        State.BOTH,
+        host_for_jit,
+        host_for_jit_readonly,
+        smartarray_from_jit,
+    )
+    return objects + tuple(sys.intern(name) for name in _ATTRS)
+
+
 register_model(SmartArrayType)(models.ArrayModel)
+
+
+def _teach_plain_array() -> None:
+    """Teach plain ``types.Array`` two rules about SmartArrayType (once; idempotent).
+
+    Numba has no extension hook for either, so ``Array.unify`` and ``Array.can_convert_to``
+    are wrapped; nothing changes unless the other type is a SmartArrayType.
+
+    * ``unify`` defers to ``SmartArrayType.unify``: Numba unifies the branches of
+      ``x if c else y`` with ``first.unify(second)`` before ``second.unify(first)``, and plain
+      ``Array.unify`` would return a plain array type for an ndarray first and a SmartArray
+      second, which boxes the SmartArray's host buffer as a bare ndarray.
+    * Converting a plain array to a SmartArray type ranks as ``unsafe`` (it is a no-op cast):
+      a function with explicit signatures for both a plain and a SmartArray type then takes
+      ndarrays through the plain one instead of failing as ambiguous.
+    """
+    unify_original = types.Array.unify
+    convert_original = types.Array.can_convert_to
+    if getattr(unify_original, "_smartarray_wrapped", False):
+        return
+
+    def unify(self: types.Array, typingctx: Any, other: Any) -> Any:
+        if isinstance(other, SmartArrayType) and not isinstance(self, SmartArrayType):
+            return other.unify(typingctx, self)
+        return unify_original(self, typingctx, other)
+
+    def can_convert_to(self: types.Array, typingctx: Any, other: Any) -> Any:
+        conversion = convert_original(self, typingctx, other)
+        if (
+            conversion is not None
+            and isinstance(other, SmartArrayType)
+            and not isinstance(self, SmartArrayType)
+        ):
+            return max(conversion, Conversion.unsafe)
+        return conversion
+
+    for wrapper, original in ((unify, unify_original), (can_convert_to, convert_original)):
+        wrapper._smartarray_wrapped = True  # type: ignore[attr-defined]
+        wrapper.__doc__ = original.__doc__
+    types.Array.unify = unify  # type: ignore[method-assign, assignment]
+    types.Array.can_convert_to = can_convert_to  # type: ignore[method-assign, assignment]
+
+
+_teach_plain_array()
+
+
+def _constants(c: Any) -> tuple[list[Any], Any]:
+    """Load the objects of :func:`_jit_constants` (borrowed references) in compiled code.
+
+    They live in a module-level LLVM global, filled on the first call (one ``unserialize``
+    and one Python call, ever, per compiled module) instead of unpickling on every call.
+    Returns the loaded values and a flag that is true when they could not be fetched (a
+    Python exception is then set).
+    """
+    builder, pyapi = c.builder, c.pyapi
+    module = builder.module
+    name = f"_smartarray_jit_constants_v{BOXING_VERSION}"
+    table_type = ir.ArrayType(pyapi.pyobj, len(_LAYOUT))
+    table = module.globals.get(name)
+    if table is None:
+        table = ir.GlobalVariable(module, table_type, name)
+        table.linkage = "internal"
+        table.initializer = ir.Constant(table_type, None)
+    zero = ir.Constant(ir.IntType(32), 0)
+
+    def slot(i: int) -> Any:
+        return builder.gep(table, [zero, ir.Constant(ir.IntType(32), i)], inbounds=True)
+
+    failed = cgutils.alloca_once_value(builder, cgutils.false_bit)
+    with builder.if_then(cgutils.is_null(builder, builder.load(slot(0))), likely=False):
+        maker = pyapi.unserialize(pyapi.serialize_object(_jit_constants))
+        with builder.if_else(cgutils.is_null(builder, maker)) as (no_maker, has_maker):
+            with no_maker:
+                builder.store(cgutils.true_bit, failed)
+            with has_maker:
+                layout = pyapi.unserialize(pyapi.serialize_object(_LAYOUT))
+                values = pyapi.call_function_objargs(maker, [layout])
+                pyapi.decref(maker)
+                pyapi.decref(layout)
+                with builder.if_else(cgutils.is_null(builder, values)) as (no_values, ok):
+                    with no_values:
+                        builder.store(cgutils.true_bit, failed)
+                    with ok:
+                        # Slot 0 last: it is the "filled" flag. Never released (immortal).
+                        for i in [*range(1, len(_LAYOUT)), 0]:
+                            item = pyapi.tuple_getitem(values, i)
+                            pyapi.incref(item)
+                            builder.store(item, slot(i))
+                        pyapi.decref(values)
+    return [builder.load(slot(i)) for i in range(len(_LAYOUT))], builder.load(failed)
+
+
+def _instance_dict(c: Any, obj: Any) -> Any:
+    """``obj.__dict__`` (new reference), or NULL with the error cleared."""
+    fnty = ir.FunctionType(c.pyapi.pyobj, [c.pyapi.pyobj, c.pyapi.voidptr])
+    fn = cgutils.get_or_insert_function(c.builder.module, fnty, "PyObject_GenericGetDict")
+    value = c.builder.call(fn, [obj, ir.Constant(c.pyapi.voidptr, None)])
+    with c.builder.if_then(cgutils.is_null(c.builder, value), likely=False):
+        c.pyapi.err_clear()
+    return value
+
+
+def _dict_get(c: Any, mapping: Any, key: Any) -> Any:
+    """``mapping.get(key)`` for an exact dict and a str key (borrowed reference, or NULL)."""
+    fnty = ir.FunctionType(c.pyapi.pyobj, [c.pyapi.pyobj, c.pyapi.pyobj])
+    fn = cgutils.get_or_insert_function(c.builder.module, fnty, "PyDict_GetItem")
+    return c.builder.call(fn, [mapping, key])
+
+
+def _fast_host_view(c: Any, typ: SmartArrayType, obj: Any, const: list[Any], out: Any) -> None:
+    """Store in ``out`` the cached jit host view of ``obj`` if no state change is needed.
+
+    That is when :func:`host_for_jit` would neither copy, wait nor change the state: the host
+    copy is current with no pending copy into it (``_host_event`` is None) and, for a writing
+    argument, the device copy is already stale (state HOST); for a read-only one, state HOST,
+    or BOTH with no device work to wait for (``_device_event`` is None; it matters for mapped
+    memory). Otherwise ``out`` is left NULL and the caller takes the slow path, which changes
+    the state under the allocation's lock. Only borrowed references are read from the
+    instance dicts of the SmartArray (or intent) and its Allocation: no attribute look-up
+    machinery, no Python code.
+    """
+    builder, pyapi = c.builder, c.pyapi
+    null = pyapi.get_null_object()
+    array = cgutils.alloca_once_value(builder, null)
+    is_smartarray = builder.icmp_unsigned("==", pyapi.get_type(obj), const[_CLS])
+    with builder.if_else(is_smartarray, likely=True) as (direct, intent):
+        with direct:
+            builder.store(obj, array)
+        with intent:  # In/Out/InOut: the SmartArray is their .array
+            intent_dict = _instance_dict(c, obj)
+            with builder.if_then(cgutils.is_not_null(builder, intent_dict)):
+                inner = _dict_get(c, intent_dict, const[_ARRAY])
+                pyapi.decref(intent_dict)  # the intent keeps ``inner`` alive
+                with builder.if_then(cgutils.is_not_null(builder, inner)):
+                    same = builder.icmp_unsigned("==", pyapi.get_type(inner), const[_CLS])
+                    with builder.if_then(same):
+                        builder.store(inner, array)
+    arr = builder.load(array)
+    with builder.if_then(cgutils.is_not_null(builder, arr), likely=True):
+        arr_dict = _instance_dict(c, arr)
+        with builder.if_then(cgutils.is_not_null(builder, arr_dict), likely=True):
+            view = _dict_get(c, arr_dict, const[_JIT_RW] if typ.mutable else const[_JIT_RO])
+            alloc = _dict_get(c, arr_dict, const[_ALLOC])
+            found = builder.and_(
+                cgutils.is_not_null(builder, view), cgutils.is_not_null(builder, alloc)
+            )
+            with builder.if_then(found, likely=True):
+                alloc_dict = _instance_dict(c, alloc)
+                with builder.if_then(cgutils.is_not_null(builder, alloc_dict), likely=True):
+                    none = pyapi.borrow_none()
+                    state = _dict_get(c, alloc_dict, const[_STATE])
+                    host_event = _dict_get(c, alloc_dict, const[_HOST_EVENT])
+                    ok = builder.icmp_unsigned("==", state, const[_HOST])
+                    if not typ.mutable:
+                        # BOTH too, unless device work may still be writing mapped memory
+                        # (Allocation.wait_host waits for _device_event then).
+                        device_event = _dict_get(c, alloc_dict, const[_DEVICE_EVENT])
+                        both = builder.and_(
+                            builder.icmp_unsigned("==", state, const[_BOTH]),
+                            builder.icmp_unsigned("==", device_event, none),
+                        )
+                        ok = builder.or_(ok, both)
+                    ok = builder.and_(ok, builder.icmp_unsigned("==", host_event, none))
+                    with builder.if_then(ok, likely=True):
+                        pyapi.incref(view)
+                        builder.store(view, out)
+                    pyapi.decref(alloc_dict)
+            pyapi.decref(arr_dict)
 
 
 @unbox(SmartArrayType)
 def _unbox_smartarray(typ: SmartArrayType, obj: Any, c: Any) -> NativeValue:
-    helper = c.pyapi.unserialize(c.pyapi.serialize_object(host_for_jit))
-    host = c.pyapi.call_function_objargs(helper, [obj])
-    c.pyapi.decref(helper)
-    failed = cgutils.is_null(c.builder, host)
+    builder, pyapi = c.builder, c.pyapi
     nativeary = c.context.make_array(typ)(c.context, c.builder)
-    result = cgutils.alloca_once_value(c.builder, nativeary._getvalue())
-    error = cgutils.alloca_once_value(c.builder, cgutils.true_bit)
-    with c.builder.if_then(c.builder.not_(failed), likely=True):
-        native = c.unbox(typ.plain_array, host)
-        # The meminfo made by the array unboxing holds a reference to the host view.
-        c.pyapi.decref(host)
-        c.builder.store(native.value, result)
-        c.builder.store(native.is_error, error)
-    return NativeValue(c.builder.load(result), is_error=c.builder.load(error))
+    result = cgutils.alloca_once_value(builder, nativeary._getvalue())
+    error = cgutils.alloca_once_value(builder, cgutils.true_bit)
+    host = cgutils.alloca_once_value(builder, pyapi.get_null_object())
+    const, failed = _constants(c)
+    with builder.if_then(builder.not_(failed), likely=True):
+        _fast_host_view(c, typ, obj, const, host)
+        with builder.if_then(cgutils.is_null(builder, builder.load(host)), likely=False):
+            helper = const[_HOST_FOR_JIT] if typ.mutable else const[_HOST_FOR_JIT_RO]
+            builder.store(pyapi.call_function_objargs(helper, [obj]), host)
+        view = builder.load(host)
+        with builder.if_then(cgutils.is_not_null(builder, view), likely=True):
+            native = c.unbox(typ.plain_array, view)
+            # The meminfo made by the array unboxing holds a reference to the host view.
+            pyapi.decref(view)
+            builder.store(native.value, result)
+            builder.store(native.is_error, error)
+    return NativeValue(builder.load(result), is_error=builder.load(error))
 
 
 @box(SmartArrayType)
 def _box_smartarray(typ: SmartArrayType, val: Any, c: Any) -> Any:
-    nativeary = c.context.make_array(typ)(c.context, c.builder, value=val)
+    builder, pyapi = c.builder, c.pyapi
+    nativeary = c.context.make_array(typ)(c.context, builder, value=val)
     parent = nativeary.parent
-    has_parent = cgutils.is_not_null(c.builder, parent)
-    parent_obj = c.builder.select(has_parent, parent, c.pyapi.borrow_none())
-    c.pyapi.incref(parent_obj)  # keep the parent alive while the array is boxed
-    boxed = c.box(typ.plain_array, val)
-    out = cgutils.alloca_once_value(c.builder, ir.Constant(c.pyapi.pyobj, None))
-    with c.builder.if_then(cgutils.is_not_null(c.builder, boxed), likely=True):
-        helper = c.pyapi.unserialize(c.pyapi.serialize_object(smartarray_from_jit))
-        c.builder.store(c.pyapi.call_function_objargs(helper, [boxed, parent_obj]), out)
-        c.pyapi.decref(helper)
-        c.pyapi.decref(boxed)
-    c.pyapi.decref(parent_obj)
-    return c.builder.load(out)
+    has_parent = cgutils.is_not_null(builder, parent)
+    parent_obj = builder.select(has_parent, parent, pyapi.borrow_none())
+    pyapi.incref(parent_obj)  # keep the parent alive while the array is boxed
+    out = cgutils.alloca_once_value(builder, pyapi.get_null_object())
+    const, failed = _constants(c)
+    with builder.if_else(failed, likely=False) as (no_constants, ok):
+        with no_constants:
+            c.context.nrt.decref(builder, typ, val)  # boxing steals the reference
+        with ok:
+            boxed = c.box(typ.plain_array, val)
+            with builder.if_then(cgutils.is_not_null(builder, boxed), likely=True):
+                wrapped = pyapi.call_function_objargs(const[_FROM_JIT], [boxed, parent_obj])
+                builder.store(wrapped, out)
+                pyapi.decref(boxed)
+    pyapi.decref(parent_obj)
+    return builder.load(out)
 
 
 @lower_cast(SmartArrayType, types.Array)

@@ -10,7 +10,7 @@ never match.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numba.core import types
@@ -19,8 +19,9 @@ from numba.np import numpy_support
 if TYPE_CHECKING:
     from ._array import SmartArray
 
-#: Bump whenever the boxing/unboxing protocol of SmartArrayType changes.
-BOXING_VERSION = 1
+#: Bump whenever the boxing/unboxing protocol of SmartArrayType changes (including the table
+#: of Python objects compiled code fetches, ``smartarray._numba_cpu._LAYOUT``).
+BOXING_VERSION = 2
 
 
 class SmartArrayType(types.Array):
@@ -30,18 +31,34 @@ class SmartArrayType(types.Array):
     # (Numba's __array_priority__/__array_wrap__ mechanism; see smartarray._numba_cpu).
     array_priority = 1.0
 
+    # Numba's C dispatcher reads ``arg._numba_type_._code`` on every call with a non-ndarray
+    # argument, by a freshly made name that misses CPython's attribute cache: an instance
+    # attribute is looked for along the whole MRO first, a slot is found in the first class.
+    __slots__ = ("_code",)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled (Numba's cache index) without the process-local type code; Numba's
+        # unpickling re-interns the type and gives it a code then.
+        return dict(self.__dict__)
+
     def __init__(
         self, dtype: Any, ndim: int, layout: str, readonly: bool = False, aligned: bool = True
     ) -> None:
         flags = ", readonly" if readonly else ""
         name = f"SmartArray({dtype}, {ndim}d, {layout}{flags})"
-        super().__init__(dtype, ndim, layout, readonly=readonly, name=name, aligned=aligned)
+        # An instance attribute, not the module constant read at comparison time: it is
+        # pickled with the type into Numba's cache index, so entries written by an older
+        # boxing protocol compare unequal to today's types and are never loaded.
+        self.boxing_version = BOXING_VERSION
+        super().__init__(
+            dtype, ndim, cast(Any, layout), readonly=readonly, name=name, aligned=aligned
+        )
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (*super().key, "smartarray", BOXING_VERSION)
+        return (*super().key, "smartarray", self.boxing_version)
 
-    def copy(
+    def copy(  # type: ignore[override]
         self,
         dtype: Any = None,
         ndim: int | None = None,
@@ -66,16 +83,35 @@ class SmartArrayType(types.Array):
             self.dtype, self.ndim, self.layout, readonly=not self.mutable, aligned=self.aligned
         )
 
+    def unify(self, typingctx: Any, other: Any) -> Any:
+        # ``x if c else y`` with a SmartArray on either side (or two SmartArrays of different
+        # layouts) stays a SmartArray: a plain array type would box the argument's host
+        # buffer as a bare ndarray, outside coherence tracking. (Plain ``Array.unify`` is
+        # taught the reverse order in smartarray._numba_cpu.)
+        unified: Any = super().unify(typingctx, other)
+        if unified is None or isinstance(unified, SmartArrayType):
+            return unified
+        return SmartArrayType(
+            unified.dtype, unified.ndim, unified.layout, not unified.mutable, unified.aligned
+        )
+
     def can_convert_to(self, typingctx: Any, other: Any) -> Any:
-        if type(other) is types.Array and _called_at_python_boundary():
-            raise TypeError(
-                f"this function was compiled only for explicit signatures with plain array "
-                f"types ({other}), which cannot receive a SmartArray ({self}). Declare the "
-                f"argument as a SmartArray type, e.g. "
-                f"smartarray.numba_type(np.{self.dtype}, {self.ndim}, 'A'), or drop the "
-                f"explicit signature; or pass a.get('host') (and call a.mark_changed('host') "
-                f"if the function writes it)."
-            )
+        if type(other) is types.Array:
+            dispatcher = _dispatcher_at_python_boundary()
+            if dispatcher is not None:
+                # A Python-level call choosing among explicit signatures: a plain-array
+                # signature's unboxing cannot take a SmartArray object. Refuse the conversion
+                # (another signature may declare a SmartArray type), and explain if none does.
+                if not _has_smartarray_signature(dispatcher):
+                    raise TypeError(
+                        f"this function was compiled only for explicit signatures with plain "
+                        f"array types ({other}), which cannot receive a SmartArray ({self}). "
+                        f"Declare the argument as a SmartArray type, e.g. "
+                        f"smartarray.numba_type(np.{self.dtype}, {self.ndim}, 'A'), or drop "
+                        f"the explicit signature; or pass a.get('host') (and call "
+                        f"a.mark_changed('host') if the function writes it)."
+                    )
+                return None
         return super().can_convert_to(typingctx, other)
 
     def __repr__(self) -> str:
@@ -85,17 +121,23 @@ class SmartArrayType(types.Array):
         )
 
 
-def _called_at_python_boundary() -> bool:
-    # The C dispatcher asks Dispatcher._search_new_conversions (Python) for conversions from
-    # Python argument types; jit-to-jit calls resolve overloads elsewhere and stay allowed.
+def _dispatcher_at_python_boundary() -> Any:
+    """The dispatcher converting Python arguments to its explicit signatures, if that is who
+    asks (``Dispatcher._search_new_conversions``, called by the C dispatcher); None for
+    conversions asked for by typing (jit-to-jit calls), which stay allowed."""
     frame = inspect.currentframe()
     for _ in range(6):
         if frame is None:
-            return False
+            return None
         if frame.f_code.co_name == "_search_new_conversions":
-            return True
+            return frame.f_locals.get("self")
         frame = frame.f_back
-    return False
+    return None
+
+
+def _has_smartarray_signature(dispatcher: Any) -> bool:
+    signatures = getattr(dispatcher, "nopython_signatures", ())
+    return any(isinstance(t, SmartArrayType) for sig in signatures for t in sig.args)
 
 
 def numba_type(dtype: Any, ndim: int, layout: str = "A", readonly: bool = False) -> SmartArrayType:
@@ -111,7 +153,16 @@ def numba_type(dtype: Any, ndim: int, layout: str = "A", readonly: bool = False)
 
 
 def smartarray_type_of(array: SmartArray, readonly: bool) -> SmartArrayType:
-    """The Numba type of a SmartArray (layout from its strides)."""
+    """The Numba type of a SmartArray (layout from its strides), cached on the array.
+
+    A SmartArray's dtype, shape, strides and writeability never change, so each array computes
+    its type once per intent (``In(a)`` made for every call costs a dict look-up, not a type
+    construction).
+    """
+    key = "_numba_type_readonly" if readonly else "_numba_type_writeable"
+    cached = array.__dict__.get(key)
+    if cached is not None:
+        return cached
     flags = array._template().flags
     layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
     try:
@@ -120,4 +171,6 @@ def smartarray_type_of(array: SmartArray, readonly: bool) -> SmartArrayType:
         raise TypeError(
             f"Numba cannot compile for arrays of dtype {array.dtype}; convert with .astype()"
         ) from None
-    return SmartArrayType(dtype, array.ndim, layout, readonly)
+    numba_type = SmartArrayType(dtype, array.ndim, layout, readonly)
+    array.__dict__[key] = numba_type
+    return numba_type

@@ -146,8 +146,8 @@ def track_transfers() -> Iterator[TransferStats]:
     try:
         yield stats
     finally:
-        with _LEDGER.lock:
-            _LEDGER.trackers.remove(stats)
+        with _LEDGER.lock:  # by identity: two trackers with equal counts are still distinct
+            _LEDGER.trackers = [t for t in _LEDGER.trackers if t is not stats]
 
 
 @contextmanager

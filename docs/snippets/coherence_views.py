@@ -1,0 +1,34 @@
+import numpy as np
+from numba import cuda
+
+import smartarray as sa
+
+
+@cuda.jit
+def increment(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
+
+
+a = sa.SmartArray(np.zeros(16), label="a")
+first_half = a[:8]  # a view: same buffers, same coherence state
+grid = a.reshape(4, 4)
+assert first_half.base is a and first_half.label == grid.label == "a"
+
+with sa.track_transfers() as t:
+    increment[1, 32](first_half)  # uploads a's whole buffer once, writes half of it
+assert a.location == grid.location == "gpu" and t.h2d_count == 1
+
+assert grid[1, 3] == 1.0 and grid[2, 0] == 0.0  # one copy back serves every view
+grid[3, 3] = 5.0  # a write through any view makes the device copy stale for all
+assert a.location == "host" and a[15] == 5.0
+
+# Numba device arrays cannot have negative strides, so such a view stays on the host.
+try:
+    increment[1, 32](a[::-1])
+except ValueError as err:
+    print(err)
+else:
+    raise AssertionError("expected a ValueError")
+increment[1, 32](a[::-1].copy())  # a copy is a new, contiguous SmartArray

@@ -1,0 +1,18 @@
+import numpy as np
+
+import smartarray as sa
+
+data = np.arange(6.0)
+
+a = sa.SmartArray(data)  # a copy of data, on the host
+b = sa.asarray(data)  # adopts data without copying (a contiguous ndarray)
+c = sa.SmartArray(data, where="gpu")  # a copy, uploaded at once
+d = sa.zeros((2, 3), where="gpu")  # made on the device: nothing to upload
+e = sa.empty_like(d)  # where the prototype's data is current: the device
+f = sa.SmartArray(shape=(2, 3), dtype=np.float32, label="f")  # uninitialised, on the host
+
+print(a.location, b.location, c.location, d.location, e.location, f.location)
+assert (a.location, c.location, d.location, e.location) == ("host", "both", "gpu", "gpu")
+
+b[0] = 42.0  # b shares data's memory
+assert data[0] == 42.0 and a[0] == 0.0

@@ -1,0 +1,150 @@
+"""The classic add-ufunc progression, ending with SmartArrays.
+
+Numba's CUDA tutorials speed up an ``add_ufunc(x, y)`` in steps:
+
+1. host arrays: every call copies both inputs to the device and the result back;
+2. device inputs (``cuda.to_device`` once): every call makes a new device result;
+3. device inputs and a preallocated device output (``out=``): no copies at all;
+4. here, SmartArrays: the copies of step 3 without writing any of them.
+
+On a real GPU the steps call ``@vectorize(target='cuda')`` (step 4 through
+``smartarray.cuda_ufunc``, which keeps the inputs current on both sides) and are timed. CUDA
+ufuncs cannot run in Numba's CUDA simulator at all, so in the simulator (and this is printed)
+the same progression calls an equivalent ``@cuda.jit`` add kernel, with ``In``/``Out`` hints
+standing for what the ufunc copies, and only transfer counts are shown: simulator timings
+mean nothing.
+
+Run with a GPU, or anywhere with the CUDA simulator::
+
+    NUMBA_ENABLE_CUDASIM=1 python examples/add_ufunc_progression.py
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+from numba import cuda, vectorize
+
+import smartarray as sa
+from smartarray.bench import CopyCounter
+
+ON_GPU = sa.tier() == "gpu"
+N = 1 << 20 if ON_GPU else 1024  # the simulator runs every CUDA thread in Python: keep it small
+CALLS = 20 if ON_GPU else 3
+THREADS = 256
+BLOCKS = (N + THREADS - 1) // THREADS
+
+
+@cuda.jit
+def add_kernel(x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + y[i]
+
+
+if ON_GPU:
+
+    @vectorize(["float32(float32, float32)"], target="cuda")
+    def add_ufunc(x, y):
+        return x + y
+
+
+def seconds_per_call(call: Callable[[], object]) -> float:
+    """Mean time of ``call()`` over CALLS calls, device synchronised (after one warm-up)."""
+    call()
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(CALLS):
+        call()
+    cuda.synchronize()
+    return (time.perf_counter() - start) / CALLS
+
+
+def main() -> None:
+    sa.reset_transfer_stats()
+    x = np.arange(N, dtype=np.float32)
+    y = 2 * x
+    expected = x + y
+    if ON_GPU:
+        print(f"GPU: add_ufunc = @vectorize(['float32(float32, float32)'], target='cuda'), n={N}")
+    else:
+        print(
+            f"tier {sa.tier()}: CUDA ufuncs cannot run in the simulator, so this progression uses "
+            f"an equivalent @cuda.jit add kernel; counts only (n={N}, {CALLS} calls per step)"
+        )
+    counts: dict[str, str] = {}
+    times: dict[str, float] = {}
+
+    # 1. Host arrays: both inputs go up and the result comes down on every call.
+    counter = CopyCounter()
+    if ON_GPU:
+        times["1"] = seconds_per_call(lambda: add_ufunc(x, y))
+        counts["1"] = "2 inputs up + 1 result down on every call (Numba's automatic copies)"
+        result = add_ufunc(x, y)
+    else:
+        result = np.empty_like(x)
+        for _ in range(CALLS):
+            add_kernel[BLOCKS, THREADS](counter.In(x), counter.In(y), counter.Out(result))
+        counts["1"] = str(counter.stats)
+        assert counter.stats.h2d_count == 2 * CALLS and counter.stats.d2h_count == CALLS
+    assert np.array_equal(result, expected)
+
+    # 2. Device inputs, copied once; each call makes a new result on the device.
+    counter = CopyCounter()
+    d_x, d_y = counter.to_device(x), counter.to_device(y)
+    if ON_GPU:
+        times["2"] = seconds_per_call(lambda: add_ufunc(d_x, d_y))
+        d_result = add_ufunc(d_x, d_y)
+    else:
+        for _ in range(CALLS):
+            d_result = cuda.device_array_like(x)
+            add_kernel[BLOCKS, THREADS](d_x, d_y, d_result)
+    assert np.array_equal(counter.copy_to_host(d_result), expected)  # one copy back, to check
+    counts["2"] = str(counter.stats)
+
+    # 3. Device inputs and a preallocated device output.
+    counter = CopyCounter()
+    d_x, d_y = counter.to_device(x), counter.to_device(y)
+    d_out = cuda.device_array_like(x)  # uninitialised, like np.empty
+    if ON_GPU:
+        times["3"] = seconds_per_call(lambda: add_ufunc(d_x, d_y, out=d_out))
+    else:
+        for _ in range(CALLS):
+            add_kernel[BLOCKS, THREADS](d_x, d_y, d_out)
+    assert np.array_equal(counter.copy_to_host(d_out), expected)
+    counts["3"] = str(counter.stats)
+
+    # 4. SmartArrays: the same copies as step 3, made by smartarray when they are needed.
+    sx, sy = sa.SmartArray(x, label="x"), sa.SmartArray(y, label="y")
+    s_out = sa.empty(N, dtype=np.float32, where="gpu")  # device-only: nothing to upload
+    with sa.track_transfers() as ledger:
+        if ON_GPU:
+            add = sa.cuda_ufunc(add_ufunc)  # inputs stay current on both sides
+            times["4"] = seconds_per_call(lambda: add(sx, sy, out=s_out))
+        else:
+            for _ in range(CALLS):
+                # In(): read-only inputs, whose host copies stay current; Out(): overwritten.
+                add_kernel[BLOCKS, THREADS](sa.In(sx), sa.In(sy), sa.Out(s_out))
+        assert np.array_equal(s_out, expected)  # the host asks: one copy back
+    counts["4"] = str(ledger)
+    assert (ledger.h2d_count, ledger.d2h_count) == (2, 1)
+
+    steps = {
+        "1": "host arrays",
+        "2": "device inputs",
+        "3": "device inputs and output",
+        "4": "SmartArrays",
+    }
+    for key, title in steps.items():
+        timing = f"  {times[key] * 1e3:8.3f} ms/call" if key in times else ""
+        print(f"{key}. {title:<26}{timing}  copies: {counts[key]}")
+    if ON_GPU:
+        print(f"SmartArrays / device inputs and output: {times['4'] / times['3']:.2f}x")
+    print(f"ledger: {sa.transfer_stats()}")
+    print("add_ufunc_progression: OK")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""``python -m smartarray`` and ``python -m smartarray.bench`` in a subprocess."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(args: list[str], simulator: bool) -> str:
+    env = dict(os.environ)
+    if simulator:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    else:
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def check_demo(out: str) -> None:
+    assert "Demo: 10 launches" in out
+    assert "numpy arrays (Numba copies every array argument" in out
+    assert "20 host->device copies, 20 device->host copies" in out
+    assert "1 host->device copies, 1 device->host copies" in out
+    assert "launch 1: host->device 8192 bytes of u" in out
+    assert "reading the result: device->host 8192 bytes of u" in out
+    assert "=> 20x fewer bytes moved with SmartArrays." in out
+
+
+@pytest.mark.device
+def test_main_in_simulator() -> None:
+    out = run(["-m", "smartarray"], simulator=True)
+    for package in ("smartarray", "numba", "numba-cuda", "numpy"):
+        assert f"{package} {importlib.metadata.version(package)}" in out
+    assert "tier: simulator" in out
+    assert "pinned host memory: emulated by the simulator" in out
+    assert "round trip OK" in out
+    check_demo(out)
+
+
+@pytest.mark.hostonly
+def test_main_host_only_reruns_demo_in_simulator() -> None:
+    out = run(["-m", "smartarray"], simulator=False)
+    assert "tier: host-only" in out
+    assert "pinned host memory: not available (no CUDA)" in out
+    assert "re-running the demo in Numba's CUDA simulator" in out
+    check_demo(out)
+
+
+@pytest.mark.device
+def test_bench_quick_in_simulator(tmp_path: Path) -> None:
+    out = run(["-m", "smartarray.bench", "--quick", "--out", str(tmp_path)], simulator=True)
+    assert "GPU timings need a real CUDA GPU" in out
+    assert "(c) SmartArrays" in out and "4. SmartArrays" in out
+    results = json.loads((tmp_path / "bench-simulator.json").read_text())
+    assert results["meta"]["tier"] == "simulator"
+    assert results["timings"] is None
+    chain = {row["variant"]: row for row in results["transfers"]["chain"]}
+    assert chain["smartarray"]["bytes"] == chain["smartarray"]["minimum_bytes"]
+    assert chain["device"]["bytes"] == chain["device"]["minimum_bytes"]
+    assert chain["numpy"]["h2d_count"] == 2 * chain["numpy"]["steps"]
+    add = {row["variant"]: row for row in results["transfers"]["add"]}
+    assert (add["smartarray"]["h2d_count"], add["smartarray"]["d2h_count"]) == (2, 1)
+    assert add["host"]["h2d_count"] == 2 * add["host"]["calls"]
+    if results.get("njit") is not None:
+        assert results["njit"]["ratio"] > 0
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "no plot" in out
+    else:
+        assert (tmp_path / "bench-simulator.png").stat().st_size > 0

@@ -1,0 +1,61 @@
+"""The code in docs/ is code the tests run.
+
+Every ``docs/snippets/*.py`` runs (in this process, so in the tier of the test session), every
+``--8<--`` include in the Markdown pages points at an existing file and section, every snippet
+is used by some page, and the state diagram in the docs is the one in smartarray._coherence.
+"""
+
+from __future__ import annotations
+
+import re
+import runpy
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import smartarray._coherence
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+SNIPPETS = sorted((DOCS / "snippets").glob("*.py"))
+PAGES = sorted(DOCS.glob("*.md"))
+INCLUDE = re.compile(r'^\s*--8<-- "([^":]+)(?::([\w-]+))?"\s*$', re.MULTILINE)
+
+
+def includes() -> list[tuple[str, Path, str | None]]:
+    found = []
+    for page in PAGES:
+        for match in INCLUDE.finditer(page.read_text()):
+            found.append((page.name, ROOT / match.group(1), match.group(2)))
+    return found
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("path", SNIPPETS, ids=[p.stem for p in SNIPPETS])
+def test_snippet_runs(path: Path) -> None:
+    runpy.run_path(str(path), run_name="__snippet__")
+
+
+def test_includes_exist() -> None:
+    assert includes(), "no --8<-- includes found in docs/*.md"
+    for page, path, section in includes():
+        assert path.is_file(), f"{page} includes missing file {path}"
+        if section is not None:
+            text = path.read_text()
+            assert f"--8<-- [start:{section}]" in text, f"{page}: no section {section} in {path}"
+            assert f"--8<-- [end:{section}]" in text, f"{page}: no section {section} in {path}"
+
+
+def test_every_snippet_is_used() -> None:
+    used = {path.resolve() for _, path, _ in includes()}
+    unused = [p.name for p in SNIPPETS if p.resolve() not in used]
+    assert not unused, f"snippets no page includes: {unused}"
+
+
+def test_state_diagram_matches_the_code() -> None:
+    diagram = (DOCS / "snippets" / "state_diagram.txt").read_text().rstrip("\n")
+    doc = smartarray._coherence.__doc__
+    assert doc is not None
+    indented = textwrap.indent(diagram, "    ")  # a literal block in the module docstring
+    assert indented in doc, "docs/snippets/state_diagram.txt differs from smartarray/_coherence.py"

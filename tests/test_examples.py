@@ -1,0 +1,68 @@
+"""Every script in examples/ runs to completion and prints what it promises.
+
+Each example runs in a subprocess: in the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), or on
+the GPU when this test session runs in the GPU tier (so their GPU branches are exercised too).
+Each example asserts its own results and ledger counts; here we check its exit status and key
+lines of its output.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import smartarray
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+ON_GPU = smartarray.tier() == "gpu"
+
+# Lines (besides "<name>: OK" and "ledger: ...") each example must print.
+KEY_OUTPUT = {
+    "memory_basics": ["location=gpu", "reshape(order='F'):  shape=(32, 32) C=False F=True"],
+    "add_ufunc_progression": (
+        ["ms/call", "SmartArrays / device inputs and output"]
+        if ON_GPU
+        else ["CUDA ufuncs cannot run in the simulator", "equivalent @cuda.jit add kernel"]
+    ),
+    "heat_chain": ["diffusion kernels", "(no copies)"],
+    "streams_pinned": ["asynchronous=True"],
+    "migrate_from_numba_smartarray": ["legacy_transpose_twice", "legacy_jit_and_numpy"],
+}
+
+
+def run_example(path: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if ON_GPU:
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
+    else:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    return subprocess.run(
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_every_example_has_expected_output() -> None:
+    assert sorted(p.stem for p in EXAMPLES) == sorted(KEY_OUTPUT)
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_runs(path: Path) -> None:
+    proc = run_example(path)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output
+    assert f"{path.stem}: OK" in proc.stdout, output
+    assert "ledger: host->device:" in proc.stdout, output
+    for line in KEY_OUTPUT[path.stem]:
+        assert line in proc.stdout, f"missing {line!r} in:\n{output}"
