@@ -215,3 +215,15 @@ def test_buffers_are_released_with_the_last_reference() -> None:
     alloc = weakref.ref(a._alloc)
     del a, view
     assert alloc() is None  # no cycles: device and host buffers go with the last view
+
+
+def test_nested_trackers_count_independently() -> None:
+    with sa.track_transfers() as outer:
+        with sa.track_transfers() as empty:
+            pass
+        with sa.track_transfers() as inner:
+            if DEVICE:
+                sa.SmartArray(np.zeros(4)).get("gpu")
+    assert empty.count == 0
+    expected = 1 if DEVICE else 0
+    assert outer.h2d_count == expected and inner.h2d_count == expected

@@ -344,3 +344,18 @@ def test_ledger_totals_and_reset() -> None:
     )
     sa.reset_transfer_stats()
     assert sa.transfer_stats().count == 0
+
+
+def test_whole_array_assignment_never_downloads() -> None:
+    a = sa.zeros((4, 4), where="gpu")
+    with sa.track_transfers() as t:
+        a[...] = 2.0
+        assert a.location == "host"
+        inc[1, 16](a.ravel())
+        a[:] = np.arange(4.0)
+    assert counts(t) == (1, 0)
+    np.testing.assert_array_equal(np.asarray(a), np.tile(np.arange(4.0), (4, 1)))
+    with sa.track_transfers() as t:
+        inc[1, 16](a.ravel())
+        a[1:] = 0.0  # a part: the rest must be fetched first
+    assert counts(t) == (1, 1)
