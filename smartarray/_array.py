@@ -203,7 +203,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def _init_from_device(
         self, obj: Any, copy: bool, dtype: Any, label: str | None, stream: Any
     ) -> None:
-        device = _backend.as_device_array(obj)
+        device = _backend.unbound(_backend.as_device_array(obj))
         if dtype is not None and np.dtype(dtype) != device.dtype:
             raise ValueError(
                 f"cannot adopt a {device.dtype} device array as {np.dtype(dtype)}; adopt it "
@@ -481,15 +481,13 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         _backend.check_device_dtype(self._dtype)
         _backend.check_device_layout(self._strides)  # before anything is copied
         with alloc.lock:
-            device = (prepare or alloc.ensure_device)(stream)
-            cached = self.__dict__.get("_device_cache")
-            if cached is not None and cached[0] is device:
-                return cached[1]
-            view = _backend.device_view(
-                device, self._offset, self._shape, self._strides, self._dtype
-            )
-            self.__dict__["_device_cache"] = (device, view)
-            return view
+            (prepare or alloc.ensure_device)(stream)
+            return alloc.device_view(self._offset, self._shape, self._strides, self._dtype)
+
+    def _covers_allocation(self) -> bool:
+        """True when this view is every element of its allocation (writing it all needs no
+        copy of the old data first)."""
+        return _covers(self._template(), self._alloc)
 
     def _template(self) -> np.ndarray:
         """An ndarray with this view's layout over a fake address (never read or written)."""
@@ -642,9 +640,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         covers_all = False
         if _is_basic_index(key):
             target = self._template()[_view_key(key)]  # IndexError before anything is copied
-            covers_all = target.nbytes == self._alloc.nbytes and (
-                target.flags.c_contiguous or target.flags.f_contiguous
-            )
+            covers_all = _covers(target, self._alloc)
         alloc = self._alloc
         call = _numpy_protocols._Call()
         host_value = _convert_text_values(call.unwrap(value), self._dtype)
@@ -900,8 +896,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         np.asarray(value, dtype=self._dtype)  # conversion errors before any state change
         alloc = self._alloc
         with alloc.lock:
-            overwrite_all = self.nbytes == alloc.nbytes
-            self._host_view(write=True, overwrite_all=overwrite_all).fill(value)
+            self._host_view(write=True, overwrite_all=self._covers_allocation()).fill(value)
             alloc.mark_changed("host")
 
     # Reductions: explicit for discoverability; all run on the host copy through numpy.
@@ -954,6 +949,14 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         from ._numba_cuda import export_cuda_array_interface
 
         return export_cuda_array_interface(self)
+
+
+def _covers(layout: np.ndarray, alloc: Allocation) -> bool:
+    # Contiguous and as large as the buffer: every byte once (a broadcast view of as many
+    # bytes, with zero strides, would not be).
+    return layout.nbytes == alloc.nbytes and (
+        layout.flags.c_contiguous or layout.flags.f_contiguous
+    )
 
 
 def _getitem(array: np.ndarray, key: Any) -> Any:

@@ -24,6 +24,7 @@ Byte copies between host and device are *not* made here directly by callers: the
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any
 
 import numpy as np
@@ -105,7 +106,7 @@ def host_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, kind: HostMe
     if kind == "pageable":
         return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
     require_device()
-    if tier() == "simulator":
+    if tier() == "simulator" or 0 in shape:  # (the driver cannot page-lock 0 bytes)
         return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
     if kind == "pinned":
         return cuda().pinned_array(shape, dtype=dtype, order=order)
@@ -120,14 +121,20 @@ def mapped_device_view(host: Any) -> Any:
         return FakeCUDAArray(host)
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
+    if host.size == 0:  # a plain empty ndarray (see host_empty): nothing to map
+        return DeviceNDArray(host.shape, host.strides, host.dtype)
     return DeviceNDArray(host.shape, host.strides, host.dtype, gpu_data=host.gpu_data)
 
 
 def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: Any = 0) -> Any:
-    """Allocate an uninitialised contiguous device array."""
+    """Allocate an uninitialised contiguous device array.
+
+    The array is never bound to ``stream``: a Numba device array bound to a stream makes its
+    later copies asynchronous on that stream, which smartarray must choose per copy.
+    """
     require_device()
     try:
-        return cuda().device_array(shape, dtype=dtype, order=order, stream=stream or 0)
+        return cuda().device_array(shape, dtype=dtype, order=order)
     except Exception as exc:
         if _is_out_of_memory(exc):
             nbytes = int(np.prod(shape)) * dtype.itemsize
@@ -144,17 +151,38 @@ def _is_out_of_memory(exc: BaseException) -> bool:
 
 
 def device_fill(device: Any, value: Any, stream: Any = 0) -> None:
-    """Fill a contiguous device array with ``value`` on the device (no host copy)."""
+    """Fill a contiguous device array with ``value`` on the device (no host copy).
+
+    Raises
+    ------
+    TypeError
+        For a value other than all-zero bytes in an array whose dtype a kernel cannot fill
+        (text, structured); make such arrays on the host (``where='host'``) instead.
+    """
+    pattern = np.asarray(value, dtype=device.dtype).tobytes()
     if tier() == "simulator":
         device._ary[...] = value
         return
     if device.size == 0:
         return
+    if len(set(pattern)) == 1:  # zeros, and any value made of one repeated byte: a memset
+        from numba.cuda.cudadrv import driver
+
+        nbytes = device.size * device.dtype.itemsize
+        driver.device_memset(device, pattern[0], nbytes, plain_stream(stream))
+        return
+    if device.dtype.kind not in "biufcmM":
+        raise TypeError(
+            f"cannot fill a {device.dtype} array on the device with {value!r}; create it on "
+            "the host (where='host') and let the first kernel upload it"
+        )
     flat = device.reshape(device.size)
     kernel = _fill_kernel()
     threads = 256
     blocks = (device.size + threads - 1) // threads
-    kernel[blocks, threads, stream or 0](flat, flat.dtype.type(value))
+    with warnings.catch_warnings():  # small fills under-occupy the GPU, harmlessly
+        warnings.simplefilter("ignore")
+        kernel[blocks, threads, plain_stream(stream)](flat, flat.dtype.type(value))
 
 
 @functools.cache
@@ -264,12 +292,19 @@ def array_at(
 
 
 def is_device_array(obj: Any) -> bool:
-    """True for Numba device arrays (real or simulated) and CUDA-array-interface objects."""
+    """True for Numba device arrays (real or simulated) and CUDA-array-interface objects.
+
+    Checked on the instance: CPU tensors of some libraries define the interface as a property
+    that raises ``AttributeError``.
+    """
     if isinstance(obj, np.ndarray):
         return False
     if getattr(obj, "__cuda_ndarray__", False):
         return True
-    return hasattr(type(obj), "__cuda_array_interface__")
+    try:
+        return obj.__cuda_array_interface__ is not None
+    except AttributeError:
+        return False
 
 
 def as_device_array(obj: Any) -> Any:
@@ -283,14 +318,30 @@ def as_device_array(obj: Any) -> Any:
 # --- copies (called only by smartarray._transfer) -----------------------------------------
 
 
+def plain_stream(stream: Any) -> Any:
+    """``0`` for any default stream, else ``stream``: what Numba's copy functions expect.
+
+    Numba makes a copy asynchronous for any stream *object*, even one whose handle is the
+    default stream (e.g. the ``cuda.core`` stream a kernel launch hands to arguments).
+    """
+    return 0 if is_default_stream(stream) else stream
+
+
+def unbound(device: Any) -> Any:
+    """``device`` with no stream bound (copies then use the stream they are given)."""
+    if tier() == "gpu" and getattr(device, "stream", 0) != 0:
+        return device.bind(0)
+    return device
+
+
 def copy_h2d(host: np.ndarray, device: Any, stream: Any = 0) -> None:
     """Copy a contiguous host buffer into a device buffer of the same layout."""
-    device.copy_to_device(host, stream=stream or 0)
+    unbound(device).copy_to_device(host, stream=plain_stream(stream))
 
 
 def copy_d2h(device: Any, host: np.ndarray, stream: Any = 0) -> None:
     """Copy a contiguous device buffer into a host buffer of the same layout."""
-    device.copy_to_host(host, stream=stream or 0)
+    unbound(device).copy_to_host(host, stream=plain_stream(stream))
 
 
 def copy_d2d(src: Any, dst: Any, stream: Any = 0) -> None:
@@ -298,7 +349,7 @@ def copy_d2d(src: Any, dst: Any, stream: Any = 0) -> None:
     if tier() == "simulator":
         dst._ary[...] = src._ary
         return
-    dst.copy_to_device(src, stream=stream or 0)
+    unbound(dst).copy_to_device(src, stream=plain_stream(stream))
 
 
 # --- streams and events -----------------------------------------------------------------
@@ -332,15 +383,15 @@ def record_event(stream: Any, always: bool = False) -> Any:
     if tier() != "gpu" or (is_default_stream(stream) and not always):
         return None
     event = cuda().event(timing=False)
-    event.record(stream or 0)
+    event.record(plain_stream(stream))
     return event
 
 
 def wait_event(event: Any, stream: Any = None) -> None:
-    """Make ``stream`` (or, with no stream, the host) wait for ``event``."""
+    """Make the host (``stream=None``) or ``stream`` wait for ``event``."""
     if event is None:
         return
-    if stream is None or is_default_stream(stream):
+    if stream is None:
         event.synchronize()
     else:
-        event.wait(stream)
+        event.wait(plain_stream(stream))

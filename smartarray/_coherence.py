@@ -93,6 +93,10 @@ class Allocation:
         self._device_event: Any = None
         self._host_event: Any = None
         self._h2d_event: Any = None
+        # The launch being prepared whose earlier argument left the device copy equal to the
+        # host copy (see begin_device_write), and cached device views of this allocation.
+        self._launch: object = None
+        self._device_views: dict[tuple[Any, ...], Any] = {}
         if host_memory == "mapped":
             if self.host is None:
                 self.host = _backend.host_empty(shape, dtype, order, "mapped")
@@ -119,15 +123,23 @@ class Allocation:
                 _transfer.device_to_host(self.device, host, label=self.label, stream=stream)
                 self.state = State.BOTH
                 self._host_event = _backend.record_event(stream)
+                if self._host_event is not None:  # the download reads the device buffer
+                    self._device_event = self._host_event
             if stream is None or _backend.is_default_stream(stream):
                 self.wait_host()
             return self._host_buffer()
 
-    def ensure_device(self, stream: Any = None) -> Any:
-        """Make the device copy current (one H2D copy if it is stale) and return it."""
+    def ensure_device(self, stream: Any = None, launch: object = None) -> Any:
+        """Make the device copy current (one H2D copy if it is stale) and return it.
+
+        Device work on ``stream`` is ordered after earlier device work on this allocation
+        (on any stream). ``launch`` identifies the kernel launch being prepared, if any.
+        """
         with self.lock:
+            self._order_after_device_work(stream)
             device = self._device_buffer(stream)
-            if self.state is State.HOST:
+            same_launch = launch is not None and self._launch is launch
+            if self.state is State.HOST and not same_launch:
                 assert self.host is not None
                 _transfer.host_to_device(self.host, device, label=self.label, stream=stream)
                 self.state = State.BOTH
@@ -151,6 +163,7 @@ class Allocation:
     def mark_changed(self, where: Where) -> None:
         """Declare the ``where`` copy modified: the other copy becomes stale."""
         with self.lock:
+            self._launch = None
             if where == "host":
                 if self.state is State.DEVICE:
                     # Writes to a stale host copy would be lost (or mixed with stale bytes).
@@ -172,6 +185,7 @@ class Allocation:
     def prepare_host_write(self, overwrite_all: bool) -> np.ndarray:
         """Return the host buffer, current unless the caller overwrites all of it."""
         with self.lock:
+            self._launch = None
             if overwrite_all and self.state is State.DEVICE:
                 host = self._host_buffer()
                 self.wait_host()
@@ -179,7 +193,9 @@ class Allocation:
                 return host
             return self.ensure_host()
 
-    def prepare_device_write(self, overwrite_all: bool, stream: Any = None) -> Any:
+    def prepare_device_write(
+        self, overwrite_all: bool, stream: Any = None, launch: object = None
+    ) -> Any:
         """Return the device buffer, current unless the caller overwrites all of it.
 
         With ``overwrite_all`` nothing is copied and the state is left alone: the writer calls
@@ -187,24 +203,29 @@ class Allocation:
         """
         with self.lock:
             if overwrite_all and self.state is State.HOST:
+                self._order_after_device_work(stream)
                 return self._device_buffer(stream)
-            return self.ensure_device(stream)
+            return self.ensure_device(stream, launch)
 
-    def begin_device_write(self) -> None:
+    def begin_device_write(self, launch: object = None) -> None:
         """A kernel is about to write the device copy.
 
         Until the launch is enqueued (:meth:`device_written`), the host copy, if current,
         stays the authoritative one: a launch that fails half-way leaves no stale copy valid.
+        For the rest of ``launch``'s arguments the device copy still equals the host copy, so
+        the same allocation passed twice (``k(x, x)``, ``k(y[:4], y[4:])``) is not re-uploaded.
         """
         with self.lock:
             if self.state is State.BOTH and self.host_memory != "mapped":
                 self.state = State.HOST
+                self._launch = launch
 
     def device_written(self, stream: Any = None) -> None:
         """Record that device work (a kernel) wrote the device copy on ``stream``."""
         with self.lock:
             if self.host_memory != "mapped":
                 self.state = State.DEVICE
+            self._launch = None
             self._device_event = _backend.record_event(stream, always=self.host_memory == "mapped")
 
     def device_read(self, stream: Any = None) -> None:
@@ -223,7 +244,9 @@ class Allocation:
                 self.ensure_host()
             self._order_after_device_work(None)
             self.device = None
+            self._device_views.clear()  # views hold references to the device memory
             self._device_event = None
+            self._launch = None
             self.state = State.HOST
 
     # --- internals ------------------------------------------------------------------------
@@ -240,5 +263,25 @@ class Allocation:
         return self.device
 
     def _order_after_device_work(self, stream: Any) -> None:
+        """Order work on ``stream`` (the host for None) after earlier device work."""
         if self._device_event is not None:
             _backend.wait_event(self._device_event, stream)
+            if stream is None:  # the host waited: that work is done
+                self._device_event = None
+
+    def device_view(
+        self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype
+    ) -> Any:
+        """A (cached) device array over part of the device buffer; see ``_backend.device_view``.
+
+        Cached here, not on the SmartArray views, so that :meth:`free_device` really releases
+        the device memory: a device view keeps its base allocation alive.
+        """
+        key = (offset, shape, strides, dtype)
+        view = self._device_views.get(key)
+        if view is None:
+            if len(self._device_views) >= 32:
+                self._device_views.clear()
+            view = _backend.device_view(self.device, offset, shape, strides, dtype)
+            self._device_views[key] = view
+        return view

@@ -28,6 +28,19 @@ def _check_intents(inputs: tuple[Any, ...], outputs: tuple[Any, ...]) -> None:
         raise TypeError("smartarray.In() marks a read-only input; it cannot be an output")
 
 
+def _check_elementwise_layouts(values: tuple[Any, ...]) -> None:
+    # numba's CUDA ufuncs ravel multi-dimensional arguments; a non-C-contiguous device array
+    # cannot be ravelled in place, so numba would go through the host behind the ledger's
+    # back (and, for an output, write a temporary instead of the array itself).
+    for value in values:
+        array = value.array if isinstance(value, _Intent) else value
+        if isinstance(array, SmartArray) and array.ndim > 1 and not array.flags.c_contiguous:
+            raise ValueError(
+                f"CUDA ufuncs need C-contiguous multi-dimensional arguments; got a "
+                f"{array.shape} array with strides {array.strides}: pass a.copy(order='C')"
+            )
+
+
 def _unwrap_input(value: Any, stream: Any, touched: list[SmartArray]) -> Any:
     if isinstance(value, _Intent):
         value = value.array
@@ -42,7 +55,7 @@ def _unwrap_output(value: Any, stream: Any, written: list[SmartArray]) -> Any:
         value = value.array
     if isinstance(value, SmartArray):
         alloc = value._alloc
-        whole = value.nbytes == alloc.nbytes
+        whole = value._covers_allocation()
         device = value._device_view(stream, prepare=lambda s: alloc.prepare_device_write(whole, s))
         alloc.begin_device_write()
         written.append(value)
@@ -81,6 +94,8 @@ class SmartUFunc:
         else:
             outputs = out if isinstance(out, tuple) else (out,)
         _check_intents(inputs, outputs)
+        if self.nin is None:
+            _check_elementwise_layouts((*inputs, *outputs))
         for value in outputs:
             target = value.array if isinstance(value, _Intent) else value
             if isinstance(target, SmartArray):
@@ -105,9 +120,12 @@ class SmartUFunc:
             return given[0] if len(given) == 1 else given
         if not read:
             return result
-        if isinstance(result, tuple):
-            return tuple(SmartArray(r, copy=False) for r in result)
-        return SmartArray(result, copy=False)
+        results = tuple(
+            SmartArray(r, copy=False) for r in (result if isinstance(result, tuple) else (result,))
+        )
+        for array in results:  # written on the device by this call, on its stream
+            array._alloc.device_written(stream)
+        return results if isinstance(result, tuple) else results[0]
 
     def __repr__(self) -> str:
         return f"smartarray.cuda_ufunc({self.__name__})"

@@ -27,16 +27,20 @@ def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> 
     alloc = array._alloc
     if intent != "in":
         array._check_writeable()
-    whole = array.nbytes == alloc.nbytes
+    whole = array._covers_allocation()
+    # ``retr`` is the one list numba-cuda passes for all arguments of this launch: it
+    # identifies the launch, so an allocation passed twice is uploaded at most once.
     with alloc.lock:
         if intent == "out":
             device = array._device_view(
-                stream, prepare=lambda s: alloc.prepare_device_write(whole, s)
+                stream, prepare=lambda s: alloc.prepare_device_write(whole, s, launch=retr)
             )
         else:
-            device = array._device_view(stream)
+            device = array._device_view(
+                stream, prepare=lambda s: alloc.ensure_device(s, launch=retr)
+            )
         if intent != "in":
-            alloc.begin_device_write()
+            alloc.begin_device_write(launch=retr)
 
     def after_launch() -> None:
         if intent == "in":

@@ -193,11 +193,15 @@ def _check_before_fetching_outputs(
     that have a device copy to keep right.
     """
     SmartArray = _smartarray_type()
-    if method != "__call__" or ufunc.signature is not None or not any(
-        isinstance(o, SmartArray)
-        and o._alloc.is_valid("gpu")
-        and o._alloc.host_memory != "mapped"
-        for o in out
+    if (
+        method != "__call__"
+        or ufunc.signature is not None
+        or not any(
+            isinstance(o, SmartArray)
+            and o._alloc.is_valid("gpu")
+            and o._alloc.host_memory != "mapped"
+            for o in out
+        )
     ):
         return
 

@@ -5,6 +5,8 @@ Runs in the simulator tier and on real GPUs (the same tests), skipped in the hos
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 from numba import cuda, njit
@@ -359,3 +361,35 @@ def test_whole_array_assignment_never_downloads() -> None:
         inc[1, 16](a.ravel())
         a[1:] = 0.0  # a part: the rest must be fetched first
     assert counts(t) == (1, 1)
+
+
+def test_same_allocation_twice_in_one_launch_uploads_once() -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    x.get("gpu")
+    with sa.track_transfers() as t:
+        axpy[1, THREADS](x, 1.0, x)  # y += 1 * x with y and x the same array
+    assert counts(t) == (0, 0)
+    np.testing.assert_array_equal(np.asarray(x), 2 * np.arange(N))
+    y = sa.SmartArray(np.ones(2 * N))
+    y.get("gpu")
+    with sa.no_transfers():
+        axpy[1, THREADS](y[:N], 3.0, y[N:])  # two halves of one buffer
+    np.testing.assert_array_equal(np.asarray(y), np.concatenate([np.full(N, 4.0), np.ones(N)]))
+
+
+def test_out_with_a_broadcast_view_still_uploads_the_rest() -> None:
+    a = sa.SmartArray(np.arange(N, dtype=np.float64))
+    same_size = np.broadcast_to(a[:1], (N,))  # N elements, but all are a[0]
+    assert isinstance(same_size, sa.SmartArray)
+    assert not same_size._covers_allocation()
+    assert a._covers_allocation() and a.reshape(4, -1).T._covers_allocation()
+
+
+def test_free_device_releases_the_device_buffer() -> None:
+    a = sa.SmartArray(np.zeros(N))
+    inc[1, THREADS](a)
+    inc[1, THREADS](a[2:6])  # a cached view of the device buffer
+    buffer = weakref.ref(a._alloc.device)
+    a.free_device()
+    assert buffer() is None
+    np.testing.assert_array_equal(np.asarray(a)[2:6], np.full(4, 2.0))

@@ -122,3 +122,14 @@ def test_failing_ufunc_leaves_output_host_authoritative() -> None:
         wrapped(x, x, out=out)
     assert out.location == "host"
     np.testing.assert_array_equal(np.asarray(out), np.zeros(N))
+
+
+def test_non_c_contiguous_multidimensional_arguments_are_refused_before_copying() -> None:
+    add = sa.cuda_ufunc(FakeCudaUfunc())
+    f = sa.SmartArray(np.asfortranarray(np.ones((2, 4))))
+    c = sa.SmartArray(np.ones((2, 4)))
+    with sa.track_transfers() as t, pytest.raises(ValueError, match="C-contiguous"):
+        add(c, c, out=f)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        add(c.T, c.T)
+    assert t.count == 0 and f.location == "host" and c.location == "host"

@@ -168,3 +168,71 @@ def test_torch_interop() -> None:
     tensor = torch.as_tensor(a, device="cuda")
     tensor.mul_(2)
     np.testing.assert_array_equal(np.asarray(a), 2 * np.arange(16))
+
+
+def test_launch_then_host_read_waits_for_the_kernel() -> None:
+    a = sa.SmartArray(np.zeros(N))
+    inc[(N + 255) // 256, 256](a)
+    np.testing.assert_array_equal(np.asarray(a), np.ones(N))
+
+
+def test_host_write_after_an_in_launch_does_not_race_the_upload() -> None:
+    src = sa.SmartArray(np.zeros(N))
+    dst = sa.empty(N, where="gpu")
+
+    @cuda.jit
+    def copy(out, x):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x[i]
+
+    copy[(N + 255) // 256, 256](sa.Out(dst), sa.In(src))
+    src[:] = 7.0  # must not reach the kernel launched before
+    np.testing.assert_array_equal(np.asarray(dst), np.zeros(N))
+
+
+def test_to_host_on_the_default_stream_object() -> None:
+    b = sa.SmartArray(np.full(N, -1.0))
+    inc[(N + 255) // 256, 256](b)
+    b.to_host(cuda.default_stream())
+    np.testing.assert_array_equal(np.asarray(b), np.zeros(N))
+
+
+def test_cuda_array_interface_after_a_launch() -> None:
+    a = sa.SmartArray(np.zeros(16, dtype=np.float32))
+    inc[1, 16](a)
+    interface = a.__cuda_array_interface__
+    assert interface["shape"] == (16,)
+
+
+def test_free_device_returns_memory() -> None:
+    free_before, _ = cuda.current_context().get_memory_info()
+    a = sa.zeros(1 << 26, dtype=np.uint8, where="gpu")  # 64 MiB
+    inc[(1 << 26) // 256, 256](a)
+    a.free_device()
+    cuda.current_context().deallocations.clear()
+    free_after, _ = cuda.current_context().get_memory_info()
+    assert free_after > free_before - (1 << 25)
+
+
+def test_kernels_on_two_streams_are_ordered_per_array() -> None:
+    s1, s2 = cuda.stream(), cuda.stream()
+    a = sa.zeros(N, where="gpu")
+    blocks = (N + 255) // 256
+    spin_add[blocks, 256, s1](a, 3.0, 2000)
+    spin_add[blocks, 256, s2](a, 1.0, 10)  # must see the 3s written on s1
+    np.testing.assert_allclose(np.asarray(a), np.full(N, 4.0))
+
+
+def test_device_zeros_of_text_dtype_and_refused_fill() -> None:
+    z = sa.zeros(8, dtype="S3", where="gpu")
+    assert np.asarray(z).tolist() == [b""] * 8
+    with pytest.raises(TypeError, match="on the host"):
+        sa.full(8, b"abc", dtype="S3", where="gpu")
+
+
+def test_empty_arrays_with_pinned_and_mapped_memory() -> None:
+    for kind in ("pinned", "mapped"):
+        e = sa.SmartArray(np.empty(0), host_memory=kind)
+        inc[1, 1](e)
+        assert np.asarray(e).shape == (0,)
