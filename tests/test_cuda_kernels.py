@@ -393,3 +393,23 @@ def test_free_device_releases_the_device_buffer() -> None:
     a.free_device()
     assert buffer() is None
     np.testing.assert_array_equal(np.asarray(a)[2:6], np.full(4, 2.0))
+
+
+def test_out_of_device_memory_is_clear_and_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from smartarray import _backend
+
+    a = sa.SmartArray(np.arange(N, dtype=np.float64))
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("CUDA_ERROR_OUT_OF_MEMORY (simulated)")
+
+    monkeypatch.setattr(_backend.cuda(), "device_array", no_memory)
+    with pytest.raises(MemoryError, match="free_device"):
+        inc[1, THREADS](a)
+    with pytest.raises(MemoryError, match="out of device memory"):
+        sa.zeros(N, where="gpu")
+    assert a.location == "host" and not a.is_valid("gpu")
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N))
+    monkeypatch.undo()
+    inc[1, THREADS](a)
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1)
