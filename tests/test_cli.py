@@ -4,31 +4,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import run_python
 
 
 def run(args: list[str], simulator: bool) -> str:
-    env = dict(os.environ)
-    if simulator:
-        env["NUMBA_ENABLE_CUDASIM"] = "1"
-    else:
-        env.pop("NUMBA_ENABLE_CUDASIM", None)
-    proc = subprocess.run(
-        [sys.executable, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    proc = run_python(args, simulator=simulator, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 

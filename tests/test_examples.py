@@ -8,16 +8,14 @@ lines of its output.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT, run_python
 
 import smartarray
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 ON_GPU = smartarray.tier() == "gpu"
 
@@ -36,20 +34,7 @@ KEY_OUTPUT = {
 
 
 def run_example(path: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    if ON_GPU:
-        env.pop("NUMBA_ENABLE_CUDASIM", None)
-    else:
-        env["NUMBA_ENABLE_CUDASIM"] = "1"
-    return subprocess.run(
-        [sys.executable, str(path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
+    return run_python([str(path)], simulator=not ON_GPU, timeout=300)
 
 
 def test_every_example_has_expected_output() -> None:
