@@ -88,11 +88,11 @@ class Allocation:
         self.label = label or f"SmartArray#{next(_labels)}"
         self.lock = threading.RLock()
         # Events of asynchronous work on non-default streams that touches this allocation:
-        # the last device work (kernel or copy), a D2H copy writing the host buffer, and an
-        # H2D copy reading it. Host access waits for these, and only these.
+        # the last device work (kernel or copy), and the last copy that writes (D2H) or reads
+        # (H2D) the host buffer. Host access waits for these, and only these. (The compiled
+        # @njit unboxing in _numba_cpu reads state, _host_event and _device_event directly.)
         self._device_event: Any = None
         self._host_event: Any = None
-        self._h2d_event: Any = None
         # The launch being prepared whose earlier argument left the device copy equal to the
         # host copy (see begin_device_write), and cached device views of this allocation.
         self._launch: object = None
@@ -143,7 +143,10 @@ class Allocation:
                 assert self.host is not None
                 _transfer.host_to_device(self.host, device, label=self.label, stream=stream)
                 self.state = State.BOTH
-                self._device_event = self._h2d_event = _backend.record_event(stream)
+                event = _backend.record_event(stream)
+                self._device_event = event
+                if event is not None:  # the upload may still be reading the host buffer
+                    self._host_event = event
             return device
 
     def wait_host(self) -> None:
@@ -151,9 +154,6 @@ class Allocation:
         if self._host_event is not None:
             _backend.wait_event(self._host_event)
             self._host_event = None
-        if self._h2d_event is not None:  # an upload may still be reading the host buffer
-            _backend.wait_event(self._h2d_event)
-            self._h2d_event = None
         if self.host_memory == "mapped" and self._device_event is not None:
             _backend.wait_event(self._device_event)
             self._device_event = None

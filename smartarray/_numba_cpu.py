@@ -286,8 +286,9 @@ def _fast_host_view(c: Any, typ: SmartArrayType, obj: Any, const: list[Any], out
     """Store in ``out`` the cached jit host view of ``obj`` if no state change is needed.
 
     That is when :func:`host_for_jit` would neither copy, wait nor change the state: the host
-    copy is current with no pending copy into it (``_host_event`` is None) and, for a writing
-    argument, the device copy is already stale (state HOST); for a read-only one, state HOST,
+    copy is current with no pending copy into or out of it (``_host_event`` is None) and, for
+    a writing argument, the device copy is already stale (state HOST); for a read-only one,
+    state HOST,
     or BOTH with no device work to wait for (``_device_event`` is None; it matters for mapped
     memory). Otherwise ``out`` is left NULL and the caller takes the slow path, which changes
     the state under the allocation's lock. Only borrowed references are read from the
