@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy as _copy
 import functools
 import numbers
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -436,6 +437,35 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         """Make the device copy current (e.g. asynchronously on ``stream``); returns self."""
         self._alloc.ensure_device(stream)
         return self
+
+    # Deprecated spellings from the old numba.SmartArray, kept so old code runs unchanged.
+    def host(self) -> np.ndarray:
+        """Deprecated: use ``get('host')``."""
+        warnings.warn("SmartArray.host() is deprecated; use get('host')", DeprecationWarning, 2)
+        return self.get("host")
+
+    def gpu(self) -> Any:
+        """Deprecated: use ``get('gpu')``."""
+        warnings.warn("SmartArray.gpu() is deprecated; use get('gpu')", DeprecationWarning, 2)
+        return self.get("gpu")
+
+    def host_changed(self) -> None:
+        """Deprecated: use ``mark_changed('host')``."""
+        warnings.warn(
+            "SmartArray.host_changed() is deprecated; use mark_changed('host')",
+            DeprecationWarning,
+            2,
+        )
+        self.mark_changed("host")
+
+    def gpu_changed(self) -> None:
+        """Deprecated: use ``mark_changed('gpu')``."""
+        warnings.warn(
+            "SmartArray.gpu_changed() is deprecated; use mark_changed('gpu')",
+            DeprecationWarning,
+            2,
+        )
+        self.mark_changed("gpu")
 
     def readonly(self) -> Any:
         """Pass this array with read-only intent (same as ``smartarray.In(self)``)."""

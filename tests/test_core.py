@@ -227,3 +227,20 @@ def test_nested_trackers_count_independently() -> None:
     assert empty.count == 0
     expected = 1 if DEVICE else 0
     assert outer.h2d_count == expected and inner.h2d_count == expected
+
+
+def test_deprecated_old_api_spellings() -> None:
+    a = sa.SmartArray(np.zeros(3))
+    with pytest.warns(DeprecationWarning, match="get\\('host'\\)"):
+        host = a.host()
+    host[0] = 1
+    with pytest.warns(DeprecationWarning, match="mark_changed\\('host'\\)"):
+        a.host_changed()
+    assert a[0] == 1
+    if DEVICE:
+        with pytest.warns(DeprecationWarning, match="get\\('gpu'\\)"):
+            device = a.gpu()
+        device[1] = 2
+        with pytest.warns(DeprecationWarning, match="mark_changed\\('gpu'\\)"):
+            a.gpu_changed()
+        assert a.tolist() == [1, 2, 0]

@@ -413,3 +413,14 @@ def test_out_of_device_memory_is_clear_and_loses_nothing(monkeypatch: pytest.Mon
     monkeypatch.undo()
     inc[1, THREADS](a)
     np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1)
+
+
+def test_device_born_arrays_allocate_host_memory_lazily() -> None:
+    a = sa.empty((4, 4), where="gpu")
+    view = a[1:3].T  # views need no host memory either
+    inc[1, 16](a.ravel())
+    assert a._alloc.host is None and view._alloc is a._alloc
+    with sa.track_transfers() as t:
+        host = a.get("host")
+    assert a._alloc.host is not None and counts(t) == (0, 1)
+    assert host.shape == (4, 4)
