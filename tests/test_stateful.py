@@ -228,6 +228,6 @@ class CoherenceMachine(RuleBasedStateMachine):
 
 
 CoherenceMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None
+    max_examples=120, stateful_step_count=30, deadline=None
 )
 TestCoherence = CoherenceMachine.TestCase
