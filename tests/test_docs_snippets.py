@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import smartarray
 import smartarray._coherence
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,3 +60,16 @@ def test_state_diagram_matches_the_code() -> None:
     assert doc is not None
     indented = textwrap.indent(diagram, "    ")  # a literal block in the module docstring
     assert indented in doc, "docs/snippets/state_diagram.txt differs from smartarray/_coherence.py"
+
+
+@pytest.mark.device
+def test_readme_example_runs_and_copies_once_each_way() -> None:
+    readme = (ROOT / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", readme, re.DOTALL)
+    assert code is not None
+    namespace: dict[str, object] = {}
+    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    t = namespace["t"]
+    assert isinstance(t, smartarray.TransferStats)
+    assert (t.h2d_count, t.d2h_count) == (1, 1)
+    assert namespace["total"] == pytest.approx(sum(range(256)) * 1.5**10)
