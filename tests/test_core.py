@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 import weakref
 
 import numpy as np
 import pytest
+from helpers import run_in_threads
 from numba import cuda
 
 import smartarray as sa
@@ -167,27 +167,16 @@ def test_threads_hammering_one_array() -> None:
     """8 threads mixing host writes, device round trips and reads on one array."""
     n = 64
     a = sa.SmartArray(np.zeros(n))
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(8)
 
     def worker(k: int) -> None:
-        try:
-            barrier.wait()
-            for step in range(20):
-                a[k * 8 : (k + 1) * 8] += 1  # host write of this thread's slice
-                if step % 5 == 0:
-                    a.get("gpu")  # force a device round trip
-                chunk = np.asarray(a[k * 8 : (k + 1) * 8])
-                assert (chunk == chunk[0]).all()
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        for step in range(20):
+            a[k * 8 : (k + 1) * 8] += 1  # host write of this thread's slice
+            if step % 5 == 0:
+                a.get("gpu")  # force a device round trip
+            chunk = np.asarray(a[k * 8 : (k + 1) * 8])
+            assert (chunk == chunk[0]).all()
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
+    run_in_threads(worker, 8)
     np.testing.assert_array_equal(np.asarray(a), np.full(n, 20.0))
 
 
@@ -198,11 +187,7 @@ def test_threads_host_only_writes() -> None:
         for _ in range(50):
             a[k * 100 : (k + 1) * 100] += 1
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(worker, 8)
     np.testing.assert_array_equal(np.asarray(a), np.full(800, 50.0))
 
 

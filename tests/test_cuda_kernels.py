@@ -9,6 +9,7 @@ import weakref
 
 import numpy as np
 import pytest
+from helpers import run_in_threads
 from numba import cuda, njit
 
 import smartarray as sa
@@ -432,24 +433,15 @@ def test_threads_launching_kernels_on_shared_and_own_arrays() -> None:
 
     shared = sa.SmartArray(np.arange(8, dtype=np.float64))
     results: list[sa.SmartArray] = [sa.zeros(8, where="gpu") for _ in range(4)]
-    errors: list[BaseException] = []
     # The simulator itself cannot run launches from several host threads at once (it swaps
     # module state per launch); on a GPU the launches really are concurrent.
     launch_lock = threading.Lock() if sa.tier() == "simulator" else contextlib.nullcontext()
 
     def worker(k: int) -> None:
-        try:
-            for _ in range(3):
-                with launch_lock:
-                    axpy[1, 8](results[k], 1.0, sa.In(shared))
-            np.testing.assert_array_equal(np.asarray(results[k]), 3 * np.arange(8))
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        for _ in range(3):
+            with launch_lock:
+                axpy[1, 8](results[k], 1.0, sa.In(shared))
+        np.testing.assert_array_equal(np.asarray(results[k]), 3 * np.arange(8))
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
+    run_in_threads(worker, 4)
     assert shared.location == "both"  # only read: uploaded once, still valid on the host
