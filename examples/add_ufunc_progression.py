@@ -7,8 +7,9 @@ Numba's CUDA tutorials speed up an ``add_ufunc(x, y)`` in steps:
 3. device inputs and a preallocated device output (``out=``): no copies at all;
 4. here, SmartArrays: the copies of step 3 without writing any of them.
 
-On a real GPU the steps call ``@vectorize(target='cuda')`` (step 4 through
-``smartarray.cuda_ufunc``, which keeps the inputs current on both sides) and are timed. CUDA
+On a real GPU the steps call ``@vectorize(target='cuda')`` (in step 4 with SmartArrays passed
+straight in: the inputs stay current on both sides, ``out=`` is written on the device) and are
+timed. CUDA
 ufuncs cannot run in Numba's CUDA simulator at all, so in the simulator (and this is printed)
 the same progression calls an equivalent ``@cuda.jit`` add kernel, with ``In``/``Out`` hints
 standing for what the ufunc copies, and only transfer counts are shown: simulator timings
@@ -121,8 +122,8 @@ def main() -> None:
     s_out = sa.empty(N, dtype=np.float32, where="gpu")  # device-only: nothing to upload
     with sa.track_transfers() as ledger:
         if ON_GPU:
-            add = sa.cuda_ufunc(add_ufunc)  # inputs stay current on both sides
-            times["4"] = seconds_per_call(lambda: add(sx, sy, out=s_out))
+            # The code of step 3, with SmartArrays: inputs stay current on both sides.
+            times["4"] = seconds_per_call(lambda: add_ufunc(sx, sy, out=s_out))
         else:
             for _ in range(CALLS):
                 # In(): read-only inputs, whose host copies stay current; Out(): overwritten.

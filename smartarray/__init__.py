@@ -20,7 +20,7 @@ from ._creation import (
     zeros,
     zeros_like,
 )
-from ._cuda_ufuncs import SmartUFunc, cuda_ufunc
+from ._cuda_ufuncs import SmartUFunc, cuda_ufunc, install_dispatch_hooks
 from ._errors import DeviceUnavailableError, TransferError
 from ._intents import In, InOut, Out
 from ._numba_types import SmartArrayType, numba_type
@@ -32,6 +32,8 @@ from ._transfer import (
     track_transfers,
     transfer_stats,
 )
+
+install_dispatch_hooks()  # plain CUDA ufuncs handle SmartArrays precisely
 
 __version__ = "0.1.0"
 

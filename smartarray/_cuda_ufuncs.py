@@ -1,21 +1,26 @@
 """CUDA ufuncs (``@vectorize``/``@guvectorize`` with ``target='cuda'``) over SmartArrays.
 
-Numba's CUDA ufuncs detect device arrays only through ``__cuda_array_interface__``. Passing
-SmartArrays to them directly works on a GPU: the interface makes the device copy current and,
-since whoever reads it may write, marks the device copy changed (also for inputs). Results come
-back as Numba device arrays.
+Left to itself, numba-cuda detects device arrays in a ufunc call only through
+``__cuda_array_interface__``; that interface cannot tell an input from an output, so it would
+have to mark every SmartArray argument changed on the device, and results would come back as
+Numba device arrays.
 
-:func:`cuda_ufunc` wraps such a ufunc so that SmartArrays are handled precisely instead:
-inputs are made current on the device and stay valid on both sides, outputs (``out=``, or
-positional outputs of a gufunc) are written in place on the device and marked changed there,
-and a result the ufunc allocates comes back as a device-resident SmartArray.
+:class:`SmartUFunc` handles SmartArrays precisely instead: inputs are made current on the
+device (on the call's stream) and stay valid on both sides, outputs (``out=``, or positional
+outputs of a gufunc) are written in place on the device and marked changed there, and a result
+the ufunc allocates comes back as a device-resident SmartArray. :func:`install_dispatch_hooks`
+(run when smartarray is imported) routes every call of a plain CUDA ufunc, gufunc or
+``ufunc.reduce`` that involves a SmartArray or an intent through it, so user code needs no
+wrapper; calls without SmartArrays go straight to numba-cuda, untouched.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
+from . import _backend
 from ._array import SmartArray
 from ._intents import In, Out, _Intent
 
@@ -81,7 +86,7 @@ class SmartUFunc:
         self.__name__ = getattr(ufunc, "__name__", type(ufunc).__name__)
         self.__doc__ = getattr(ufunc, "__doc__", None)
 
-    def __call__(self, *args: Any, out: Any = None, stream: Any = 0) -> Any:
+    def __call__(self, *args: Any, out: Any = None, stream: Any = 0, **kwargs: Any) -> Any:
         nin = len(args) if self.nin is None else self.nin
         inputs, positional_outputs = args[:nin], args[nin:]
         if positional_outputs and out is not None:
@@ -105,12 +110,12 @@ class SmartUFunc:
         device_inputs = [_unwrap_input(a, stream, read) for a in inputs]
         device_outputs = [_unwrap_output(o, stream, written) for o in outputs]
         if positional_outputs:
-            result = self.ufunc(*device_inputs, *device_outputs, stream=stream)
+            result = self.ufunc(*device_inputs, *device_outputs, stream=stream, **kwargs)
         elif device_outputs:
             target = device_outputs[0] if len(device_outputs) == 1 else tuple(device_outputs)
-            result = self.ufunc(*device_inputs, out=target, stream=stream)
+            result = self.ufunc(*device_inputs, out=target, stream=stream, **kwargs)
         else:
-            result = self.ufunc(*device_inputs, stream=stream)
+            result = self.ufunc(*device_inputs, stream=stream, **kwargs)
         for array in written:
             array._alloc.device_written(stream)
         for array in read:
@@ -126,6 +131,34 @@ class SmartUFunc:
         for array in results:  # written on the device by this call, on its stream
             array._alloc.device_written(stream)
         return results if isinstance(result, tuple) else results[0]
+
+    def reduce(self, array: Any, stream: Any = 0) -> Any:
+        """``ufunc.reduce`` over a 1-d array, reading a SmartArray's device copy.
+
+        numba-cuda's ``reduce`` overwrites the device array it is given with partial results,
+        so a SmartArray's device copy is first copied on the device (no bus traffic) and the
+        reduction runs on that scratch copy. The array's device copy is made current (one
+        upload if it is stale) and stays valid, as does its host copy. The result is a host
+        scalar, as with numba-cuda's own ``reduce``.
+        """
+        if isinstance(array, Out):
+            raise TypeError("smartarray.Out() marks an output; reduce only reads its argument")
+        value = array.array if isinstance(array, _Intent) else array
+        if not isinstance(value, SmartArray):
+            return self.ufunc.reduce(value, stream=stream)  # type: ignore[attr-defined]
+        if value.ndim != 1 or not value.flags.c_contiguous:
+            raise ValueError(
+                f"reduce needs a contiguous 1-d array; got shape {value.shape} with strides "
+                f"{value.strides}: pass a.ravel() or a.copy()"
+            )
+        if value.size == 0:
+            raise TypeError("Reduction on an empty array.")  # numba-cuda's own message
+        with value._alloc.lock:
+            device = value._device_view(stream)
+            scratch = _backend.device_empty(value.shape, value.dtype, "C")
+            _backend.copy_d2d(device, scratch, stream)
+            value._alloc.device_read(stream)
+        return self.ufunc.reduce(scratch, stream=stream)  # type: ignore[attr-defined]
 
     def __repr__(self) -> str:
         return f"smartarray.cuda_ufunc({self.__name__})"
@@ -143,3 +176,64 @@ def cuda_ufunc(ufunc: Callable[..., Any]) -> SmartUFunc:
     >>> z = add(x, y)            # x, y SmartArrays: z is a device-resident SmartArray
     """
     return SmartUFunc(ufunc)
+
+
+# --- plain CUDA ufuncs: the dispatch hooks ----------------------------------------------
+
+_HOOK_MARK = "__smartarray_hook__"
+
+
+def _involves_smartarrays(values: tuple[Any, ...]) -> bool:
+    for value in values:
+        if isinstance(value, tuple):
+            if _involves_smartarrays(value):
+                return True
+        elif isinstance(value, (SmartArray, _Intent)):
+            return True
+    return False
+
+
+def _hooked_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _involves_smartarrays((*args, kwargs.get("out"))):
+            return SmartUFunc(self)(*args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    setattr(__call__, _HOOK_MARK, True)
+    return __call__
+
+
+def _hooked_reduce(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def reduce(self: Any, arg: Any, stream: Any = 0) -> Any:
+        if _involves_smartarrays((arg,)):
+            return SmartUFunc(self).reduce(arg, stream=stream)
+        return original(self, arg, stream=stream)
+
+    setattr(reduce, _HOOK_MARK, True)
+    return reduce
+
+
+def install_dispatch_hooks() -> bool:
+    """Route calls of plain numba-cuda ufuncs that involve SmartArrays through SmartUFunc.
+
+    Wraps ``__call__`` of numba-cuda's ``CUDAUFuncDispatcher`` (``@vectorize``) and
+    ``CUDAGeneralizedUFunc`` (``@guvectorize``), and ``CUDAUFuncDispatcher.reduce``. Calls
+    without a SmartArray or intent among their arguments (or in ``out=``) are passed on
+    unchanged. Idempotent; returns False if numba-cuda's ufunc module cannot be imported.
+    """
+    try:
+        from numba.cuda import vectorizers
+    except ImportError:  # pragma: no cover - numba-cuda is a hard dependency
+        return False
+    targets = [
+        (vectorizers.CUDAUFuncDispatcher, "__call__", _hooked_call),
+        (vectorizers.CUDAGeneralizedUFunc, "__call__", _hooked_call),
+        (vectorizers.CUDAUFuncDispatcher, "reduce", _hooked_reduce),
+    ]
+    for cls, name, hook in targets:
+        original = getattr(cls, name)
+        if not getattr(original, _HOOK_MARK, False):
+            setattr(cls, name, hook(original))
+    return True

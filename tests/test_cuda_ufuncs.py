@@ -133,3 +133,172 @@ def test_non_c_contiguous_multidimensional_arguments_are_refused_before_copying(
     with pytest.raises(ValueError, match="C-contiguous"):
         add(c.T, c.T)
     assert t.count == 0 and f.location == "host" and c.location == "host"
+
+
+# --- plain numba-cuda ufunc objects (no wrapper) ---------------------------------------
+#
+# numba-cuda's own CUDAUFuncDispatcher and CUDAGeneralizedUFunc, built around hand-written
+# kernels shaped like the ones @vectorize/@guvectorize generate (the simulator cannot run the
+# generators themselves). The dispatch code under test is numba-cuda's; on a GPU these tests
+# run unchanged on hardware.
+
+F8 = np.dtype(np.float64)
+
+
+@cuda.jit
+def _vectorized_add(a, b, out):  # what @vectorize(target='cuda') makes of `a + b`
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def _gufunc_double_rows(a, out):  # what @guvectorize(..., "(n)->(n)") makes of it
+    i = cuda.grid(1)
+    if i < min(a.shape[0], out.shape[0]):
+        for j in range(a.shape[1]):
+            out[i, j] = 2 * a[i, j]
+
+
+def _add(a: Any, b: Any) -> Any:
+    return a + b
+
+
+def _double(a: Any, out: Any) -> None:
+    out[:] = 2 * a
+
+
+@pytest.fixture
+def numba_add(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from numba.cuda.vectorizers import CUDAUFuncDispatcher
+
+    if not hasattr(cuda, "is_cuda_array"):  # the simulator lacks it; numba's ufuncs need it
+        monkeypatch.setattr(
+            cuda, "is_cuda_array", cuda.cudadrv.devicearray.is_cuda_ndarray, raising=False
+        )
+    return CUDAUFuncDispatcher({(F8, F8): (F8, _vectorized_add)}, _add)
+
+
+@pytest.fixture
+def numba_double_rows(numba_add: Any) -> Any:
+    from numba.cuda.deviceufunc import GUFuncEngine
+    from numba.cuda.vectorizers import CUDAGeneralizedUFunc
+
+    engine = GUFuncEngine.from_signature("(n)->(n)")
+    return CUDAGeneralizedUFunc({(F8,): ((F8,), _gufunc_double_rows)}, engine, _double)
+
+
+def test_hooks_are_installed_once() -> None:
+    from numba.cuda.vectorizers import CUDAGeneralizedUFunc, CUDAUFuncDispatcher
+
+    from smartarray._cuda_ufuncs import install_dispatch_hooks
+
+    before = (CUDAUFuncDispatcher.__call__, CUDAUFuncDispatcher.reduce)
+    assert install_dispatch_hooks() is True
+    assert (CUDAUFuncDispatcher.__call__, CUDAUFuncDispatcher.reduce) == before
+    assert getattr(CUDAGeneralizedUFunc.__call__, "__smartarray_hook__", False)
+
+
+def test_plain_ufunc_returns_a_device_smartarray_and_keeps_inputs_valid(numba_add: Any) -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.SmartArray(np.ones(N))
+    with sa.track_transfers() as t:
+        z = numba_add(x, y)
+        z = numba_add(z, x)
+    assert (t.h2d_count, t.d2h_count) == (2, 0)
+    assert isinstance(z, sa.SmartArray) and z.location == "gpu"
+    assert x.location == "both" and y.location == "both"
+    with sa.track_transfers() as t:
+        np.testing.assert_array_equal(np.asarray(z), 2 * np.arange(N) + 1)
+        np.testing.assert_array_equal(np.asarray(x), np.arange(N))
+    assert (t.h2d_count, t.d2h_count) == (0, 1)
+
+
+def test_plain_ufunc_writes_out_in_place(numba_add: Any) -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    out = sa.SmartArray(np.full(N, -1.0))
+    with sa.track_transfers() as t:
+        assert numba_add(x, x, out=out) is out
+        assert numba_add(sa.In(out), x, out=sa.Out(out)) is out
+    assert (t.h2d_count, t.d2h_count) == (1, 0)  # out is overwritten whole: never uploaded
+    assert out.location == "gpu" and x.location == "both"
+    np.testing.assert_array_equal(np.asarray(out), 3 * np.arange(N))
+
+
+def test_plain_ufunc_on_a_view_writes_the_parent(numba_add: Any) -> None:
+    parent = sa.SmartArray(np.zeros(2 * N))
+    ones = sa.SmartArray(np.ones(N))
+    numba_add(ones, ones, out=parent[N:])
+    expected = np.r_[np.zeros(N), np.full(N, 2.0)]
+    np.testing.assert_array_equal(np.asarray(parent), expected)
+
+
+def test_plain_ufunc_mixing_a_smartarray_and_an_ndarray(numba_add: Any) -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    with sa.track_transfers() as t:
+        z = numba_add(x, np.ones(N))  # numba uploads the ndarray itself, as it always does
+    assert t.h2d_count == 1 and t.records[0].array == x.label
+    assert isinstance(z, sa.SmartArray) and z.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(z), np.arange(N) + 1)
+
+
+def test_plain_ufunc_over_2d_arrays(numba_add: Any) -> None:
+    x = sa.SmartArray(np.arange(2 * N, dtype=np.float64).reshape(2, N))
+    z = numba_add(x, x)
+    assert isinstance(z, sa.SmartArray) and z.shape == (2, N)
+    np.testing.assert_array_equal(np.asarray(z), 2 * np.asarray(x))
+    with sa.track_transfers() as t, pytest.raises(ValueError, match="C-contiguous"):
+        numba_add(x.T, x.T)
+    assert t.count == 0
+
+
+def test_plain_ufunc_without_smartarrays_is_untouched(numba_add: Any) -> None:
+    d = cuda.to_device(np.ones(N))
+    result = numba_add(d, d)
+    assert not isinstance(result, sa.SmartArray)
+    np.testing.assert_array_equal(result.copy_to_host(), np.full(N, 2.0))
+
+
+def test_plain_ufunc_signature_mismatch_loses_nothing(numba_add: Any) -> None:
+    ints = sa.SmartArray(np.arange(N, dtype=np.int32))
+    out = sa.SmartArray(np.full(N, 5.0))
+    with pytest.raises(TypeError, match="No matching version"):
+        numba_add(ints, ints, out=out)
+    assert out.location == "host"
+    np.testing.assert_array_equal(np.asarray(out), np.full(N, 5.0))
+    np.testing.assert_array_equal(np.asarray(ints), np.arange(N))
+
+
+def test_plain_ufunc_reduce_reads_the_device_copy(numba_add: Any) -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    with sa.track_transfers() as t:
+        assert numba_add.reduce(x) == np.arange(N).sum()
+        assert numba_add.reduce(sa.In(x)) == np.arange(N).sum()
+    assert (t.h2d_count, t.d2h_count) == (1, 0)
+    assert x.location == "both"
+    # numba-cuda reduces in place: the SmartArray's device copy must not be what it reduced.
+    x.mark_changed("gpu")  # the device copy becomes the only current one: read it back
+    np.testing.assert_array_equal(np.asarray(x), np.arange(N))
+    with pytest.raises(TypeError, match="only reads"):
+        numba_add.reduce(sa.Out(x))
+    with pytest.raises(ValueError, match="contiguous 1-d"):
+        numba_add.reduce(x.reshape(2, N // 2))
+    with pytest.raises(ValueError, match="contiguous 1-d"):
+        numba_add.reduce(x[::2])
+    with pytest.raises(TypeError, match="empty"):
+        numba_add.reduce(x[:0])
+    assert numba_add.reduce(cuda.to_device(np.ones(N))) == N  # plain device arrays: untouched
+
+
+def test_plain_gufunc_result_output_and_positional_output(numba_double_rows: Any) -> None:
+    a = sa.SmartArray(np.arange(12, dtype=np.float64).reshape(4, 3))
+    with sa.track_transfers() as t:
+        doubled = numba_double_rows(a)
+        out = sa.empty((4, 3), where="gpu")
+        assert numba_double_rows(doubled, out) is out
+        assert numba_double_rows(a, out=doubled) is doubled
+    assert (t.h2d_count, t.d2h_count) == (1, 0)
+    assert isinstance(doubled, sa.SmartArray) and doubled.location == "gpu"
+    assert a.location == "both"
+    np.testing.assert_array_equal(np.asarray(out), 4 * np.asarray(a))
+    np.testing.assert_array_equal(np.asarray(doubled), 2 * np.asarray(a))

@@ -68,16 +68,42 @@ def test_zeros_and_full_on_the_device() -> None:
     np.testing.assert_array_equal(np.asarray(f), np.full(N, 2.5, np.float32))
 
 
-def test_plain_cuda_ufunc_on_smartarrays_uses_the_interface(add_ufunc) -> None:  # type: ignore[no-untyped-def]
+def test_plain_cuda_ufunc_keeps_smartarrays_on_the_device(add_ufunc) -> None:  # type: ignore[no-untyped-def]
     x = sa.SmartArray(np.arange(N, dtype=np.float64))
     y = sa.SmartArray(np.ones(N))
     out = sa.zeros(N, where="gpu")
     with sa.track_transfers() as t:
-        add_ufunc(x, y, out=out)
+        assert add_ufunc(x, y, out=out) is out
+        z = add_ufunc(out, x)
     assert t.h2d_count == 2 and t.d2h_count == 0
-    # Reading __cuda_array_interface__ conservatively marks the device copy changed.
-    assert out.location == "gpu" and x.location == "gpu"
+    assert out.location == "gpu" and x.location == "both" and y.location == "both"
+    assert isinstance(z, sa.SmartArray) and z.location == "gpu"
     np.testing.assert_array_equal(np.asarray(out), np.arange(N) + 1)
+    np.testing.assert_array_equal(np.asarray(z), 2 * np.arange(N) + 1)
+
+
+def test_plain_cuda_ufunc_reduce_leaves_the_array_intact(add_ufunc) -> None:  # type: ignore[no-untyped-def]
+    x = sa.SmartArray(np.arange(1000, dtype=np.float64))
+    assert add_ufunc.reduce(x) == np.arange(1000).sum()
+    x.mark_changed("gpu")
+    np.testing.assert_array_equal(np.asarray(x), np.arange(1000))
+
+
+def test_plain_gufunc_on_smartarrays(row_sum_gufunc) -> None:  # type: ignore[no-untyped-def]
+    a = sa.SmartArray(np.ones((64, 32)))
+    with sa.track_transfers() as t:
+        sums = row_sum_gufunc(a)
+    assert (t.h2d_count, t.d2h_count) == (1, 0)
+    assert isinstance(sums, sa.SmartArray) and sums.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(sums), np.full(64, 32.0))
+
+
+def test_cuda_array_interface_consumer_marks_the_device_copy_changed(add_ufunc) -> None:  # type: ignore[no-untyped-def]
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    out = cuda.device_array(N)
+    add_ufunc(cuda.as_cuda_array(x), cuda.as_cuda_array(x), out=out)
+    assert x.location == "gpu"  # an interface reader may write: conservatively changed
+    np.testing.assert_array_equal(out.copy_to_host(), 2 * np.arange(N))
 
 
 def test_wrapped_cuda_ufunc_keeps_inputs_valid(add_ufunc) -> None:  # type: ignore[no-untyped-def]
