@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import numpy as np
+from numba import cuda
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,3 +56,62 @@ def run_in_threads(worker: Callable[[int], None], count: int) -> None:
     for thread in threads:
         thread.join()
     assert not errors, errors
+
+
+# --- numba-cuda's own CUDA ufunc dispatchers, around hand-written kernels ---------------
+#
+# The simulator cannot build @vectorize/@guvectorize(target='cuda') ufuncs, but numba-cuda's
+# dispatchers (the code that runs a CUDA ufunc call on a GPU) accept any kernel shaped like
+# the ones those decorators generate. Tests build them here; on a GPU they run unchanged.
+
+F8 = np.dtype(np.float64)
+
+
+@cuda.jit
+def _vectorized_add(a, b, out):  # type: ignore[no-untyped-def]  # what @vectorize makes of a + b
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def _gufunc_double_rows(a, out):  # type: ignore[no-untyped-def]  # a "(n)->(n)" gufunc kernel
+    i = cuda.grid(1)
+    if i < min(a.shape[0], out.shape[0]):
+        for j in range(a.shape[1]):
+            out[i, j] = 2 * a[i, j]
+
+
+def _add(a: Any, b: Any) -> Any:
+    return a + b
+
+
+def _double(a: Any, out: Any) -> None:
+    out[:] = 2 * a
+
+
+def numba_add_ufunc() -> Any:
+    """numba-cuda's ``CUDAUFuncDispatcher`` for ``float64 + float64``."""
+    from numba.cuda.vectorizers import CUDAUFuncDispatcher
+
+    return CUDAUFuncDispatcher({(F8, F8): (F8, _vectorized_add)}, _add)
+
+
+def numba_double_rows_gufunc() -> Any:
+    """numba-cuda's ``CUDAGeneralizedUFunc`` for ``(n)->(n)``: ``out = 2 * a``, row-wise."""
+    from numba.cuda.deviceufunc import GUFuncEngine
+    from numba.cuda.vectorizers import CUDAGeneralizedUFunc
+
+    engine = GUFuncEngine.from_signature("(n)->(n)")
+    return CUDAGeneralizedUFunc({(F8,): ((F8,), _gufunc_double_rows)}, engine, _double)
+
+
+@contextlib.contextmanager
+def numba_ufunc_support() -> Iterator[None]:
+    """In the simulator, supply the ``cuda.is_cuda_array`` numba-cuda's ufuncs call."""
+    if hasattr(cuda, "is_cuda_array"):
+        yield
+        return
+    is_cuda_ndarray = cuda.cudadrv.devicearray.is_cuda_ndarray
+    with mock.patch.object(cuda, "is_cuda_array", is_cuda_ndarray, create=True):
+        yield

@@ -7,11 +7,13 @@ wrapper. The real ufuncs are exercised in tests/test_gpu.py on hardware.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import numba_add_ufunc, numba_double_rows_gufunc, numba_ufunc_support
 from numba import cuda
 
 import smartarray as sa
@@ -137,55 +139,22 @@ def test_non_c_contiguous_multidimensional_arguments_are_refused_before_copying(
 
 # --- plain numba-cuda ufunc objects (no wrapper) ---------------------------------------
 #
-# numba-cuda's own CUDAUFuncDispatcher and CUDAGeneralizedUFunc, built around hand-written
-# kernels shaped like the ones @vectorize/@guvectorize generate (the simulator cannot run the
-# generators themselves). The dispatch code under test is numba-cuda's; on a GPU these tests
-# run unchanged on hardware.
-
-F8 = np.dtype(np.float64)
-
-
-@cuda.jit
-def _vectorized_add(a, b, out):  # what @vectorize(target='cuda') makes of `a + b`
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = a[i] + b[i]
-
-
-@cuda.jit
-def _gufunc_double_rows(a, out):  # what @guvectorize(..., "(n)->(n)") makes of it
-    i = cuda.grid(1)
-    if i < min(a.shape[0], out.shape[0]):
-        for j in range(a.shape[1]):
-            out[i, j] = 2 * a[i, j]
-
-
-def _add(a: Any, b: Any) -> Any:
-    return a + b
-
-
-def _double(a: Any, out: Any) -> None:
-    out[:] = 2 * a
+# numba-cuda's own CUDAUFuncDispatcher and CUDAGeneralizedUFunc (tests/helpers.py), built
+# around hand-written kernels shaped like the ones @vectorize/@guvectorize generate (the
+# simulator cannot run the generators themselves). The dispatch code under test is
+# numba-cuda's; on a GPU these tests run unchanged on hardware.
 
 
 @pytest.fixture
-def numba_add(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from numba.cuda.vectorizers import CUDAUFuncDispatcher
-
-    if not hasattr(cuda, "is_cuda_array"):  # the simulator lacks it; numba's ufuncs need it
-        monkeypatch.setattr(
-            cuda, "is_cuda_array", cuda.cudadrv.devicearray.is_cuda_ndarray, raising=False
-        )
-    return CUDAUFuncDispatcher({(F8, F8): (F8, _vectorized_add)}, _add)
+def numba_add() -> Iterator[Any]:
+    with numba_ufunc_support():
+        yield numba_add_ufunc()
 
 
 @pytest.fixture
-def numba_double_rows(numba_add: Any) -> Any:
-    from numba.cuda.deviceufunc import GUFuncEngine
-    from numba.cuda.vectorizers import CUDAGeneralizedUFunc
-
-    engine = GUFuncEngine.from_signature("(n)->(n)")
-    return CUDAGeneralizedUFunc({(F8,): ((F8,), _gufunc_double_rows)}, engine, _double)
+def numba_double_rows() -> Iterator[Any]:
+    with numba_ufunc_support():
+        yield numba_double_rows_gufunc()
 
 
 def test_hooks_are_installed_once() -> None:

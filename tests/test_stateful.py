@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import numba_add_ufunc, numba_ufunc_support
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -24,6 +25,9 @@ needs_device = precondition(lambda self: DEVICE)
 index = st.integers(0, N - 1)
 value = st.integers(-100, 100).map(float)
 span = st.integers(0, N - 1).flatmap(lambda lo: st.tuples(st.just(lo), st.integers(lo + 1, N)))
+
+
+_UFUNC_ADD = numba_add_ufunc()  # numba-cuda's own CUDA ufunc dispatcher (see helpers.py)
 
 
 @njit
@@ -166,7 +170,32 @@ class CoherenceMachine(RuleBasedStateMachine):
         self.model[:] = 0.0
         self.device_written()
 
+    @needs_device
+    @rule(v=value)
+    def cuda_ufunc_writes_out(self, v: float) -> None:
+        # The array is both an input and out=: uploaded if stale, then written on the device.
+        addend = sa.full(N, v, where="gpu")
+        with numba_ufunc_support():
+            self.expect_step(
+                lambda: _UFUNC_ADD(self.array, addend, out=self.array), h2d=self.device_needs()
+            )
+        self.model += v
+        self.device_written()
+
     # --- reads ---------------------------------------------------------------------------
+    @needs_device
+    @rule()
+    def cuda_ufunc_reads(self) -> None:
+        with numba_ufunc_support():
+            result = self.expect_step(
+                lambda: _UFUNC_ADD(self.array, self.zeros), h2d=self.device_needs()
+            )
+            total = self.expect_step(lambda: _UFUNC_ADD.reduce(self.array))
+        assert result.location == "gpu"
+        np.testing.assert_array_equal(np.asarray(result), self.model)
+        assert total == self.model.sum()
+        self.device_valid = True
+
     @needs_device
     @rule()
     def kernel_reads_in(self) -> None:
