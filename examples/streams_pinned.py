@@ -48,12 +48,16 @@ def main() -> None:
     if not ON_GPU:
         print(f"tier {sa.tier()}: streams and pinned memory are emulated (no overlap)")
 
-    # A pinned SmartArray made from data (copied into a page-locked buffer)...
-    a = sa.SmartArray(np.arange(N, dtype=np.float32), host_memory="pinned", label="a")
-    # ...and one allocated pinned and filled on the host.
-    b = sa.empty(N, dtype=np.float32, host_memory="pinned")
+    # Device memory is allocated on first use, and allocating it can synchronise the whole
+    # device: make both device buffers before queueing asynchronous work, so that the two
+    # pipelines can overlap. where="gpu" allocates the device buffer now; the page-locked host
+    # buffer comes with the first host write, which overwrites everything (nothing copied).
+    a = sa.empty(N, dtype=np.float32, where="gpu", host_memory="pinned")
+    b = sa.empty(N, dtype=np.float32, where="gpu", host_memory="pinned")
+    a[...] = np.arange(N, dtype=np.float32)
     b.fill(1.0)
     assert a.host_memory == b.host_memory == "pinned"
+    assert a.location == b.location == "host"  # the device copies are stale now
 
     # --8<-- [start:streams]
     streams = [cuda.stream(), cuda.stream()]

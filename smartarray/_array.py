@@ -231,6 +231,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             host_memory=_backend.default_host_memory(),
             label=label,
         )
+        if copy:  # the copy may still be running on ``stream``: later work waits for it
+            alloc.device_written(stream)
         self._init_view(alloc, 0, alloc.shape, tuple(device.strides), alloc.dtype)
 
     def _init_from_host(
@@ -284,7 +286,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 host = np.ascontiguousarray(host)
                 layout = "C"
             if memory is None:
-                memory = _backend.default_host_memory()
+                memory = _backend.default_host_memory(host.dtype)
             if memory != "pageable":
                 buffer = _backend.host_empty(host.shape, host.dtype, layout, memory)
                 buffer[...] = host
@@ -425,7 +427,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return self._alloc.label
 
     def free_device(self) -> None:
-        """Release the device copy, first copying it to the host if only it was current."""
+        """Release the device copy, first copying it to the host if only it was current.
+
+        A device buffer whose address was exported through ``__cuda_array_interface__``
+        (to CuPy, PyTorch, ...) is not released: it lives as long as this array, so the
+        consumer's pointer stays valid (see the memory management page of the docs).
+        """
         self._alloc.free_device()
 
     def to_host(self, stream: Any = None) -> SmartArray:
@@ -1007,7 +1014,7 @@ def _new_allocation(
     label: str | None,
 ) -> Allocation:
     if memory is None:
-        memory = _backend.default_host_memory()
+        memory = _backend.default_host_memory(dtype)
     if where == "gpu":
         _backend.require_device()
         _backend.check_device_dtype(dtype)

@@ -93,8 +93,14 @@ def check_device_dtype(dtype: np.dtype) -> None:
         )
 
 
-def default_host_memory() -> HostMemory:
-    """The host buffer kind used for arrays smartarray allocates itself."""
+def default_host_memory(dtype: np.dtype | None = None) -> HostMemory:
+    """The host buffer kind used for arrays smartarray allocates itself.
+
+    Page-locked on a GPU, except for object arrays: they never go to the device, and numpy
+    would not release the objects held in memory it does not own.
+    """
+    if dtype is not None and dtype.hasobject:
+        return "pageable"
     return "pinned" if tier() == "gpu" else "pageable"
 
 
@@ -105,6 +111,12 @@ def host_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, kind: HostMe
     """Allocate an uninitialised contiguous host buffer of the given kind."""
     if kind == "pageable":
         return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
+    if dtype.hasobject:
+        raise TypeError(
+            f"arrays of dtype {dtype} hold Python objects, which cannot live in {kind} host "
+            "memory (numpy would never release them, and the device cannot use them); use "
+            "host_memory='pageable'"
+        )
     require_device()
     if tier() == "simulator" or 0 in shape:  # (the driver cannot page-lock 0 bytes)
         return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
@@ -367,6 +379,11 @@ def is_default_stream(stream: Any) -> bool:
         return False
 
 
+def is_gpu_default_stream(stream: Any) -> bool:
+    """True for the default stream on a real GPU (where work is asynchronous to the host)."""
+    return tier() == "gpu" and is_default_stream(stream)
+
+
 def check_device_layout(strides: tuple[int, ...]) -> None:
     """Raise ``ValueError`` for layouts Numba device arrays cannot represent."""
     if any(s < 0 for s in strides):
@@ -385,6 +402,21 @@ def record_event(stream: Any, always: bool = False) -> Any:
     event = cuda().event(timing=False)
     event.record(plain_stream(stream))
     return event
+
+
+def wait_for_default_stream(stream: Any) -> None:
+    """Make ``stream`` wait for the work enqueued so far on the default stream.
+
+    Needed only for streams that do not synchronise with the legacy default stream by
+    themselves (non-blocking streams, e.g. ``cuda.core`` streams or other libraries'); work on
+    the default stream records no event of its own, since everything else waits for it anyway.
+    """
+    if tier() != "gpu" or stream is None or is_default_stream(stream):
+        return
+    numba_cuda = cuda()
+    event = numba_cuda.event(timing=False)
+    event.record(numba_cuda.default_stream())
+    event.wait(stream)
 
 
 def wait_event(event: Any, stream: Any = None) -> None:

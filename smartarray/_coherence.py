@@ -93,10 +93,16 @@ class Allocation:
         # @njit unboxing in _numba_cpu reads state, _host_event and _device_event directly.)
         self._device_event: Any = None
         self._host_event: Any = None
+        # True while the last device work was on the default stream (which records no event):
+        # work on a non-blocking stream must then first wait for the default stream.
+        self._default_stream_work = False
         # The launch being prepared whose earlier argument left the device copy equal to the
         # host copy (see begin_device_write), and cached device views of this allocation.
         self._launch: object = None
         self._device_views: dict[tuple[Any, ...], Any] = {}
+        # Device buffers whose address was handed out (__cuda_array_interface__): kept alive
+        # as long as this allocation, which the consumer keeps alive, even after free_device.
+        self._exported: list[Any] = []
         if host_memory == "mapped":
             if self.host is None:
                 self.host = _backend.host_empty(shape, dtype, order, "mapped")
@@ -122,9 +128,7 @@ class Allocation:
                 self._order_after_device_work(stream)
                 _transfer.device_to_host(self.device, host, label=self.label, stream=stream)
                 self.state = State.BOTH
-                self._host_event = _backend.record_event(stream)
-                if self._host_event is not None:  # the download reads the device buffer
-                    self._device_event = self._host_event
+                self._host_event = self._note_device_work(stream)
             if stream is None or _backend.is_default_stream(stream):
                 self.wait_host()
             return self._host_buffer()
@@ -143,10 +147,8 @@ class Allocation:
                 assert self.host is not None
                 _transfer.host_to_device(self.host, device, label=self.label, stream=stream)
                 self.state = State.BOTH
-                event = _backend.record_event(stream)
-                self._device_event = event
-                if event is not None:  # the upload may still be reading the host buffer
-                    self._host_event = event
+                # The upload may still be reading the host buffer: host writes wait for it.
+                self._host_event = self._note_device_work(stream)
             return device
 
     def wait_host(self) -> None:
@@ -226,17 +228,29 @@ class Allocation:
             if self.host_memory != "mapped":
                 self.state = State.DEVICE
             self._launch = None
-            self._device_event = _backend.record_event(stream, always=self.host_memory == "mapped")
+            self._note_device_work(stream)
 
     def device_read(self, stream: Any = None) -> None:
         """Record that device work read the device copy on ``stream`` (no state change)."""
         with self.lock:
-            self._device_event = _backend.record_event(stream, always=self.host_memory == "mapped")
+            self._note_device_work(stream)
+
+    def device_exported(self) -> None:
+        """The device buffer's address was handed to another library: never free it first."""
+        with self.lock:
+            if self.device is not None and all(d is not self.device for d in self._exported):
+                self._exported.append(self.device)
 
     # --- releasing ------------------------------------------------------------------------
 
     def free_device(self) -> None:
-        """Drop the device copy, first copying it to the host if it is the only current one."""
+        """Drop the device copy, first copying it to the host if it is the only current one.
+
+        The memory is released, unless its address was exported through
+        ``__cuda_array_interface__``: then it lives as long as this allocation (consumers such
+        as CuPy and PyTorch keep the exporting SmartArray alive), so their pointer never
+        dangles. A later device copy gets a new buffer, which such consumers do not see.
+        """
         with self.lock:
             if self.host_memory == "mapped" or self.device is None:
                 return
@@ -246,6 +260,7 @@ class Allocation:
             self.device = None
             self._device_views.clear()  # views hold references to the device memory
             self._device_event = None
+            self._default_stream_work = False
             self._launch = None
             self.state = State.HOST
 
@@ -262,8 +277,24 @@ class Allocation:
             self.device = _backend.device_empty(self.shape, self.dtype, self.order, stream)
         return self.device
 
+    def _note_device_work(self, stream: Any) -> Any:
+        """Record that device work (kernel or copy) on ``stream`` touches this allocation.
+
+        Returns the event recorded for it: None for work on the default stream (except for
+        mapped memory, whose host readers must wait for device writers), which every later
+        copy and every blocking stream is ordered after anyway; a non-blocking stream is made
+        to wait for the default stream then (see :meth:`_order_after_device_work`).
+        """
+        mapped = self.host_memory == "mapped"
+        event = _backend.record_event(stream, always=mapped)
+        self._device_event = event
+        self._default_stream_work = event is None and _backend.is_gpu_default_stream(stream)
+        return event
+
     def _order_after_device_work(self, stream: Any) -> None:
         """Order work on ``stream`` (the host for None) after earlier device work."""
+        if self._default_stream_work and stream is not None:
+            _backend.wait_for_default_stream(stream)
         if self._device_event is not None:
             _backend.wait_event(self._device_event, stream)
             if stream is None:  # the host waited: that work is done

@@ -69,6 +69,11 @@ def empty(
     )
 
 
+# ``full``'s fill value for ``zeros``/``zeros_like``: all-zero bytes of whatever dtype (numpy
+# zeros text as b'' and '', where ``full(..., 0)`` would write b'0' and '0').
+_ZERO_BYTES: Any = object()
+
+
 def full(
     shape: Any,
     fill_value: Any,
@@ -81,10 +86,14 @@ def full(
 ) -> SmartArray:
     """A new SmartArray filled with ``fill_value``; filled on the device with ``where='gpu'``."""
     side = normalize_where(where)
-    if dtype is None:
-        dtype = np.asarray(fill_value).dtype
-    dtype = np.dtype(dtype)
-    value = np.asarray(fill_value, dtype=dtype)
+    if fill_value is _ZERO_BYTES:
+        dtype = np.dtype(float if dtype is None else dtype)
+        value = np.zeros((), dtype=dtype)  # numpy's zeros: b'' for text, not b'0'
+    else:
+        if dtype is None:
+            dtype = np.asarray(fill_value).dtype
+        dtype = np.dtype(dtype)
+        value = np.asarray(fill_value, dtype=dtype)
     if value.ndim:
         # An array fill_value (broadcast like numpy.full): filled on the host, then uploaded.
         if side == "gpu":
@@ -116,7 +125,7 @@ def zeros(
     stream: Any = None,
 ) -> SmartArray:
     """A new SmartArray of zeros (made on the device with ``where='gpu'``)."""
-    return full(shape, 0, dtype, order, where, host_memory=host_memory, stream=stream)
+    return full(shape, _ZERO_BYTES, dtype, order, where, host_memory=host_memory, stream=stream)
 
 
 def ones(
@@ -223,7 +232,7 @@ def zeros_like(
     device: Any = None,
 ) -> SmartArray:
     """A new SmartArray of zeros shaped like ``prototype``."""
-    return full_like(prototype, 0, dtype, order, shape=shape, where=where)
+    return full_like(prototype, _ZERO_BYTES, dtype, order, shape=shape, where=where)
 
 
 def ones_like(

@@ -70,6 +70,7 @@ def export_cuda_array_interface(array: SmartArray) -> dict[str, Any]:
     alloc = array._alloc
     with alloc.lock:
         device = array._device_view()
+        alloc.device_exported()
         if array._writeable:
             alloc.mark_changed("gpu")
         interface = dict(device.__cuda_array_interface__)

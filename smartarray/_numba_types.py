@@ -44,7 +44,7 @@ class SmartArrayType(types.Array):
     def __init__(
         self, dtype: Any, ndim: int, layout: str, readonly: bool = False, aligned: bool = True
     ) -> None:
-        flags = ", readonly" if readonly else ""
+        flags = (", readonly" if readonly else "") + ("" if aligned else ", unaligned")
         name = f"SmartArray({dtype}, {ndim}d, {layout}{flags})"
         # An instance attribute, not the module constant read at comparison time: it is
         # pickled with the type into Numba's cache index, so entries written by an older
@@ -171,6 +171,8 @@ def smartarray_type_of(array: SmartArray, readonly: bool) -> SmartArrayType:
         raise TypeError(
             f"Numba cannot compile for arrays of dtype {array.dtype}; convert with .astype()"
         ) from None
-    numba_type = SmartArrayType(dtype, array.ndim, layout, readonly)
+    # Unaligned views (a field of a packed structured array) must be typed so: compiled code
+    # for an aligned type uses wide loads, which fault on a GPU at a misaligned address.
+    numba_type = SmartArrayType(dtype, array.ndim, layout, readonly, aligned=flags.aligned)
     array.__dict__[key] = numba_type
     return numba_type

@@ -90,6 +90,27 @@ def test_creation_functions(make, expected) -> None:  # type: ignore[no-untyped-
     np.testing.assert_array_equal(np.asarray(a), expected)
 
 
+TEXT_AND_RECORD_DTYPES = ["S3", "U2", np.dtype([("a", "i4"), ("b", "S2")]), "m8[s]", bool]
+
+
+@pytest.mark.parametrize("dtype", TEXT_AND_RECORD_DTYPES, ids=str)
+def test_zeros_and_ones_of_any_dtype_match_numpy(dtype) -> None:  # type: ignore[no-untyped-def]
+    # zeros are all-zero bytes (b'' for text), not the number 0 converted (b'0').
+    assert np.asarray(sa.zeros(3, dtype=dtype)).tobytes() == np.zeros(3, dtype=dtype).tobytes()
+    prototype = np.ones(3, dtype=dtype)
+    assert np.asarray(sa.zeros_like(prototype)).tobytes() == np.zeros_like(prototype).tobytes()
+    if np.dtype(dtype).names is None:
+        np.testing.assert_array_equal(np.asarray(sa.ones(2, dtype=dtype)), np.ones(2, dtype))
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("dtype", TEXT_AND_RECORD_DTYPES, ids=str)
+def test_zeros_made_on_the_device_match_numpy(dtype) -> None:  # type: ignore[no-untyped-def]
+    z = sa.zeros(3, dtype=dtype, where="gpu")
+    assert z.location == "gpu"
+    assert np.asarray(z).tobytes() == np.zeros(3, dtype=dtype).tobytes()
+
+
 def test_empty_like_shape_and_order() -> None:
     proto = np.zeros((3, 2), order="F")
     e = sa.empty_like(proto)
@@ -229,3 +250,26 @@ def test_deprecated_old_api_spellings() -> None:
         with pytest.warns(DeprecationWarning, match="mark_changed\\('gpu'\\)"):
             a.gpu_changed()
         assert a.tolist() == [1, 2, 0]
+
+
+def test_object_arrays_use_pageable_host_memory() -> None:
+    from smartarray import _backend
+
+    assert _backend.default_host_memory(np.dtype(object)) == "pageable"
+    assert sa.SmartArray(np.array([1, "a"], dtype=object)).host_memory == "pageable"
+    assert sa.empty(3, dtype=object).host_memory == "pageable"
+    with pytest.raises(TypeError, match="host_memory='pageable'"):
+        sa.SmartArray(np.array([object()]), host_memory="pinned")
+
+
+@pytest.mark.device
+def test_free_device_keeps_an_exported_buffer_alive() -> None:
+    a = sa.SmartArray(np.arange(4.0))
+    a.get("gpu")
+    exported = a._alloc.device
+    a._alloc.device_exported()  # what __cuda_array_interface__ does on a GPU
+    a._alloc.device_exported()  # once is enough
+    a.free_device()
+    assert a._alloc.device is None and a._alloc._exported == [exported]
+    a.get("gpu")
+    assert a._alloc.device is not exported

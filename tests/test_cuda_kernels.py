@@ -179,6 +179,16 @@ def test_views_passed_to_kernels_share_state() -> None:
     np.testing.assert_array_equal(np.asarray(a), expected)
 
 
+def test_field_of_a_packed_record_array_is_typed_unaligned() -> None:
+    # float64 field at byte offset 4, stride 12: wide loads would fault on a GPU.
+    records = sa.SmartArray(np.zeros(4, dtype=[("a", "i4"), ("b", "f8")]))
+    field = records["b"]
+    assert not field._numba_type_.aligned
+    inc[1, 4](field)
+    inc[1, 4](records["a"])
+    assert np.asarray(records).tolist() == [(1, 1.0)] * 4
+
+
 def test_view_of_device_born_array() -> None:
     a = sa.zeros((4, 4), where="gpu")
     inc[1, 4](a[2])

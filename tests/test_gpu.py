@@ -151,11 +151,13 @@ def test_streams_overlap_and_wait_only_for_their_array() -> None:
     b = sa.zeros(N, where="gpu")
     blocks = (N + 255) // 256
     with sa.track_transfers() as t:
-        spin_add[blocks, 256, s1](a, 1.0, 1000)
-        spin_add[blocks, 256, s2](b, 2.0, 10)
+        spin_add[blocks, 256, s1](a, 1.0, 2_000_000)  # milliseconds
+        spin_add[blocks, 256, s2](b, 2.0, 10)  # microseconds, beside it
         a.get("host", stream=s1)
         b.get("host", stream=s2)
         np.testing.assert_allclose(np.asarray(b), np.full(N, 2.0))
+        # Reading b waited for b's work only: a's kernel is still running.
+        assert not a._alloc._device_event.query()
         np.testing.assert_allclose(np.asarray(a), np.full(N, 1.0))
     assert t.d2h_count == 2 and all(r.asynchronous for r in t.records)
 
@@ -212,7 +214,8 @@ def test_host_write_after_an_in_launch_does_not_race_the_upload() -> None:
         if i < out.size:
             out[i] = x[i]
 
-    copy[(N + 255) // 256, 256](sa.Out(dst), sa.In(src))
+    stream = cuda.stream()  # an asynchronous upload: the host write must wait for it
+    copy[(N + 255) // 256, 256, stream](sa.Out(dst), sa.In(src))
     src[:] = 7.0  # must not reach the kernel launched before
     np.testing.assert_array_equal(np.asarray(dst), np.zeros(N))
 
@@ -233,7 +236,8 @@ def test_cuda_array_interface_after_a_launch() -> None:
 
 def test_free_device_returns_memory() -> None:
     free_before, _ = cuda.current_context().get_memory_info()
-    a = sa.zeros(1 << 26, dtype=np.uint8, where="gpu")  # 64 MiB
+    # 64 MiB; pageable host memory, which never counts as device memory (unified memory)
+    a = sa.zeros(1 << 26, dtype=np.uint8, where="gpu", host_memory="pageable")
     inc[(1 << 26) // 256, 256](a)
     a.free_device()
     cuda.current_context().deallocations.clear()
@@ -262,3 +266,53 @@ def test_empty_arrays_with_pinned_and_mapped_memory() -> None:
         e = sa.SmartArray(np.empty(0), host_memory=kind)
         inc[1, 1](e)
         assert np.asarray(e).shape == (0,)
+
+
+def _non_blocking_stream():  # type: ignore[no-untyped-def]
+    from cuda.bindings import driver
+
+    flags = driver.CUstream_flags.CU_STREAM_NON_BLOCKING.value
+    err, handle = driver.cuStreamCreate(flags)
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    return cuda.external_stream(int(handle)), handle
+
+
+def test_non_blocking_stream_waits_for_default_stream_work() -> None:
+    from cuda.bindings import driver
+
+    stream, handle = _non_blocking_stream()
+    try:
+        a = sa.zeros(N, where="gpu")
+        blocks = (N + 255) // 256
+        spin_add[blocks, 256](a, 3.0, 20000)  # long, on the default stream: no event
+        spin_add[blocks, 256, stream](a, 1.0, 10)  # must still see the 3s
+        np.testing.assert_allclose(np.asarray(a), np.full(N, 4.0))
+    finally:
+        cuda.synchronize()
+        driver.cuStreamDestroy(handle)
+
+
+def test_copy_of_a_device_array_on_a_stream_is_ordered() -> None:
+    s1, s2 = cuda.stream(), cuda.stream()
+    source = cuda.to_device(np.arange(N, dtype=np.float64))
+    a = sa.SmartArray(source, stream=s1)  # device-to-device copy enqueued on s1
+    inc[(N + 255) // 256, 256, s2](a)  # on s2: must wait for the copy
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1)
+
+
+def test_exported_buffer_outlives_free_device() -> None:
+    cp = pytest.importorskip("cupy")
+    a = sa.SmartArray(np.arange(1 << 20, dtype=np.float32))
+    view = cp.asarray(a)
+    a.free_device()  # the buffer CuPy points at must stay allocated
+    filler = [cuda.device_array(1 << 20, dtype=np.float32) for _ in range(8)]
+    for f in filler:
+        f.copy_to_device(np.full(1 << 20, -1.0, dtype=np.float32))
+    np.testing.assert_array_equal(cp.asnumpy(view), np.arange(1 << 20))
+    np.testing.assert_array_equal(np.asarray(a), np.arange(1 << 20))
+
+
+def test_unaligned_field_view_in_a_kernel() -> None:
+    records = sa.SmartArray(np.zeros(64, dtype=[("a", "i4"), ("b", "f8")]))
+    inc[1, 64](records["b"])  # float64 at offset 4, stride 12: byte accesses, no fault
+    assert np.asarray(records)["b"].tolist() == [1.0] * 64

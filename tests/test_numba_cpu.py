@@ -679,3 +679,14 @@ def test_fast_path_only_when_nothing_to_do(slow_path_calls: tuple[list[bool], An
     with smartarray.track_transfers() as t:
         touch(a)
     assert calls == [False, False, True, True] and t.d2h_count == 1
+
+
+def test_unaligned_field_view_round_trips() -> None:
+    records = SmartArray(np.zeros(3, dtype=[("a", "i4"), ("b", "f8")]))
+    field = records["b"]
+    scale(field, 2.0)
+    field[:] = 1.5
+    scale(field, 2.0)
+    assert total(field) == 9.0
+    assert ident(field) is field
+    assert np.asarray(records)["b"].tolist() == [3.0, 3.0, 3.0]
