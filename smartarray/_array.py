@@ -231,8 +231,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             host_memory=_backend.default_host_memory(),
             label=label,
         )
-        if copy:  # the copy may still be running on ``stream``: later work waits for it
-            alloc.device_written(stream)
+        # The copy (or, adopted, whoever made the data) may still be running: later device
+        # work waits for it (for a copy on ``stream``, for the default stream otherwise).
+        alloc.device_written(stream if copy else None)
         self._init_view(alloc, 0, alloc.shape, tuple(device.strides), alloc.dtype)
 
     def _init_from_host(
@@ -822,6 +823,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                     if alloc.host_memory != "mapped"
                     else _backend.default_host_memory(),
                 )
+                # Device work on the default stream: later work on other streams waits for it.
+                alloc.device_read(None)
+                new.device_written(None)
                 return SmartArray._view(
                     new, 0, self._shape, tuple(target.strides), self._dtype, True, None
                 )

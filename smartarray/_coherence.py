@@ -100,9 +100,9 @@ class Allocation:
         # host copy (see begin_device_write), and cached device views of this allocation.
         self._launch: object = None
         self._device_views: dict[tuple[Any, ...], Any] = {}
-        # Device buffers whose address was handed out (__cuda_array_interface__): kept alive
-        # as long as this allocation, which the consumer keeps alive, even after free_device.
-        self._exported: list[Any] = []
+        # The device buffer whose address was handed out (__cuda_array_interface__): kept as
+        # long as this allocation, which the consumer keeps alive, even after free_device.
+        self._exported_device: Any = None
         if host_memory == "mapped":
             if self.host is None:
                 self.host = _backend.host_empty(shape, dtype, order, "mapped")
@@ -238,8 +238,8 @@ class Allocation:
     def device_exported(self) -> None:
         """The device buffer's address was handed to another library: never free it first."""
         with self.lock:
-            if self.device is not None and all(d is not self.device for d in self._exported):
-                self._exported.append(self.device)
+            if self.device is not None:
+                self._exported_device = self.device
 
     # --- releasing ------------------------------------------------------------------------
 
@@ -249,7 +249,7 @@ class Allocation:
         The memory is released, unless its address was exported through
         ``__cuda_array_interface__``: then it lives as long as this allocation (consumers such
         as CuPy and PyTorch keep the exporting SmartArray alive), so their pointer never
-        dangles. A later device copy gets a new buffer, which such consumers do not see.
+        dangles, and the next device copy reuses it.
         """
         with self.lock:
             if self.host_memory == "mapped" or self.device is None:
@@ -273,6 +273,9 @@ class Allocation:
 
     def _device_buffer(self, stream: Any) -> Any:
         if self.device is None:
+            if self._exported_device is not None:  # kept for a consumer anyway: reuse it,
+                self.device = self._exported_device  # so that the consumer sees current data
+                return self.device
             _backend.check_device_dtype(self.dtype)
             self.device = _backend.device_empty(self.shape, self.dtype, self.order, stream)
         return self.device

@@ -20,6 +20,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from . import _backend
 from ._array import SmartArray
 from ._intents import In, Out, _Intent
@@ -46,23 +48,48 @@ def _check_elementwise_layouts(values: tuple[Any, ...]) -> None:
             )
 
 
-def _unwrap_input(value: Any, stream: Any, touched: list[SmartArray]) -> Any:
+def _check_broadcasting(inputs: tuple[Any, ...]) -> None:
+    # numba broadcasts a device input with 0-strides, and a multi-dimensional broadcast result
+    # cannot be ravelled on the device: numba would copy it through the host, outside the
+    # ledger. Refuse that for SmartArrays before anything is copied.
+    shapes = [np.shape(v.array if isinstance(v, _Intent) else v) for v in inputs]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        return  # numba's own error, raised before any copy
+    if len(shape) < 2:
+        return
+    for value in inputs:
+        array = value.array if isinstance(value, _Intent) else value
+        if isinstance(array, SmartArray) and array.shape != shape:
+            raise ValueError(
+                f"CUDA ufuncs broadcast a {array.shape} device argument to {shape} through the "
+                f"host; pass one of shape {shape} instead, e.g. "
+                f"smartarray.SmartArray(np.broadcast_to(x, {shape}).copy())"
+            )
+
+
+def _unwrap_input(value: Any, stream: Any, touched: list[SmartArray], launch: object) -> Any:
     if isinstance(value, _Intent):
         value = value.array
     if isinstance(value, SmartArray):
+        alloc = value._alloc
         touched.append(value)
-        return value._device_view(stream)
+        return value._device_view(stream, prepare=lambda s: alloc.ensure_device(s, launch=launch))
     return value
 
 
-def _unwrap_output(value: Any, stream: Any, written: list[SmartArray]) -> Any:
+def _unwrap_output(value: Any, stream: Any, written: list[SmartArray], launch: object) -> Any:
     if isinstance(value, _Intent):
         value = value.array
     if isinstance(value, SmartArray):
         alloc = value._alloc
         whole = value._covers_allocation()
-        device = value._device_view(stream, prepare=lambda s: alloc.prepare_device_write(whole, s))
-        alloc.begin_device_write()
+        with alloc.lock:
+            device = value._device_view(
+                stream, prepare=lambda s: alloc.prepare_device_write(whole, s, launch=launch)
+            )
+            alloc.begin_device_write(launch=launch)
         written.append(value)
         return device
     return value
@@ -101,15 +128,20 @@ class SmartUFunc:
         _check_intents(inputs, outputs)
         if self.nin is None:
             _check_elementwise_layouts((*inputs, *outputs))
+            _check_broadcasting(inputs)
         for value in outputs:
             target = value.array if isinstance(value, _Intent) else value
             if isinstance(target, SmartArray):
                 target._check_writeable()
         read: list[SmartArray] = []
         written: list[SmartArray] = []
-        device_inputs = [_unwrap_input(a, stream, read) for a in inputs]
-        device_outputs = [_unwrap_output(o, stream, written) for o in outputs]
-        if positional_outputs:
+        # One token per call, as for a kernel launch: an allocation behind several arguments
+        # (``g(a, p[:2], p[2:])``) is uploaded at most once.
+        launch = object()
+        device_inputs = [_unwrap_input(a, stream, read, launch) for a in inputs]
+        device_outputs = [_unwrap_output(o, stream, written, launch) for o in outputs]
+        if positional_outputs or (device_outputs and self.nin is not None):
+            # (a gufunc's several outputs go positionally: numba-cuda's out= takes only one)
             result = self.ufunc(*device_inputs, *device_outputs, stream=stream, **kwargs)
         elif device_outputs:
             target = device_outputs[0] if len(device_outputs) == 1 else tuple(device_outputs)
@@ -153,6 +185,8 @@ class SmartUFunc:
             )
         if value.size == 0:
             raise TypeError("Reduction on an empty array.")  # numba-cuda's own message
+        if value.size == 1:  # numba-cuda returns the element itself; read it where current
+            return value[0]
         with value._alloc.lock:
             device = value._device_view(stream)
             scratch = _backend.device_empty(value.shape, value.dtype, "C")

@@ -82,6 +82,15 @@ def _gufunc_double_rows(a, out):  # type: ignore[no-untyped-def]  # a "(n)->(n)"
             out[i, j] = 2 * a[i, j]
 
 
+@cuda.jit
+def _gufunc_double_and_triple_rows(a, twice, thrice):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)  # a "(n)->(n),(n)" gufunc kernel
+    if i < min(a.shape[0], twice.shape[0], thrice.shape[0]):
+        for j in range(a.shape[1]):
+            twice[i, j] = 2 * a[i, j]
+            thrice[i, j] = 3 * a[i, j]
+
+
 def _add(a: Any, b: Any) -> Any:
     return a + b
 
@@ -104,6 +113,16 @@ def numba_double_rows_gufunc() -> Any:
 
     engine = GUFuncEngine.from_signature("(n)->(n)")
     return CUDAGeneralizedUFunc({(F8,): ((F8,), _gufunc_double_rows)}, engine, _double)
+
+
+def numba_double_and_triple_rows_gufunc() -> Any:
+    """numba-cuda's ``CUDAGeneralizedUFunc`` with two outputs, ``(n)->(n),(n)``."""
+    from numba.cuda.deviceufunc import GUFuncEngine
+    from numba.cuda.vectorizers import CUDAGeneralizedUFunc
+
+    engine = GUFuncEngine.from_signature("(n)->(n),(n)")
+    kernels = {(F8,): ((F8, F8), _gufunc_double_and_triple_rows)}
+    return CUDAGeneralizedUFunc(kernels, engine, _double)
 
 
 @contextlib.contextmanager

@@ -270,6 +270,8 @@ def test_free_device_keeps_an_exported_buffer_alive() -> None:
     a._alloc.device_exported()  # what __cuda_array_interface__ does on a GPU
     a._alloc.device_exported()  # once is enough
     a.free_device()
-    assert a._alloc.device is None and a._alloc._exported == [exported]
-    a.get("gpu")
-    assert a._alloc.device is not exported
+    assert a._alloc.device is None and a._alloc._exported_device is exported
+    a[0] = 10.0
+    a.get("gpu")  # the exported buffer is reused: its consumer sees current data again
+    assert a._alloc.device is exported
+    np.testing.assert_array_equal(exported.copy_to_host(), [10.0, 1.0, 2.0, 3.0])

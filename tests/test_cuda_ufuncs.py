@@ -13,7 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import numba_add_ufunc, numba_double_rows_gufunc, numba_ufunc_support
+from helpers import (
+    numba_add_ufunc,
+    numba_double_and_triple_rows_gufunc,
+    numba_double_rows_gufunc,
+    numba_ufunc_support,
+)
 from numba import cuda
 
 import smartarray as sa
@@ -271,3 +276,36 @@ def test_plain_gufunc_result_output_and_positional_output(numba_double_rows: Any
     assert a.location == "both"
     np.testing.assert_array_equal(np.asarray(out), 4 * np.asarray(a))
     np.testing.assert_array_equal(np.asarray(doubled), 2 * np.asarray(a))
+
+
+def test_plain_gufunc_with_two_outputs(numba_double_rows: Any) -> None:
+    gufunc = numba_double_and_triple_rows_gufunc()
+    a = sa.SmartArray(np.arange(12, dtype=np.float64).reshape(4, 3))
+    twice, thrice = sa.empty((4, 3), where="gpu"), sa.empty((4, 3), where="gpu")
+    with numba_ufunc_support():
+        assert gufunc(a, out=(twice, thrice)) == (twice, thrice)
+        both = sa.SmartArray(np.full((8, 3), -1.0))  # one allocation behind both outputs
+        with sa.track_transfers() as t:
+            gufunc(a, both[:4], both[4:])
+    assert t.h2d_count == 1  # `both` uploaded once (partial outputs), not once per output
+    np.testing.assert_array_equal(np.asarray(twice), 2 * np.asarray(a))
+    np.testing.assert_array_equal(np.asarray(thrice), 3 * np.asarray(a))
+    np.testing.assert_array_equal(np.asarray(both), np.r_[2 * np.asarray(a), 3 * np.asarray(a)])
+
+
+def test_plain_ufunc_refuses_broadcasting_through_the_host(numba_add: Any) -> None:
+    matrix = sa.SmartArray(np.ones((2, N)))
+    row = sa.SmartArray(np.arange(N, dtype=np.float64))
+    with sa.track_transfers() as t, pytest.raises(ValueError, match="broadcast"):
+        numba_add(matrix, row)
+    assert t.count == 0 and matrix.location == "host" and row.location == "host"
+    full = sa.SmartArray(np.broadcast_to(np.arange(N, dtype=np.float64), (2, N)).copy())
+    np.testing.assert_array_equal(np.asarray(numba_add(matrix, full)), 1 + np.asarray(full))
+
+
+def test_plain_ufunc_reduce_of_one_element(numba_add: Any) -> None:
+    one = sa.SmartArray(np.array([5.0]))
+    assert numba_add.reduce(one) == 5.0
+    one.get("gpu")
+    one.mark_changed("gpu")
+    assert numba_add.reduce(one) == 5.0

@@ -99,3 +99,17 @@ def test_free_device_forgets_default_stream_work(log: EventLog) -> None:
     log.take()
     a.get("gpu", stream=s)  # a new device buffer: nothing earlier to wait for
     assert log.take() == [("record", ("event", 0))]
+
+
+def test_device_side_copy_and_adopted_arrays_order_later_streams(log: EventLog) -> None:
+    s = cuda.stream()
+    source = sa.zeros(N, where="gpu")
+    copied = source.copy()  # a device-to-device copy on the default stream
+    log.take()
+    copied.get("gpu", stream=s)
+    assert log.take() == [("wait for default stream", s)]
+    source.get("gpu", stream=s)  # the copy read the source on the default stream
+    assert log.take() == [("wait for default stream", s)]
+    adopted = sa.SmartArray(cuda.to_device(np.ones(N)), copy=False)
+    adopted.get("gpu", stream=s)  # its producer's default-stream work may still run
+    assert log.take() == [("wait for default stream", s)]
