@@ -2,9 +2,11 @@
 
 On a GPU, device work touching an array is ordered across streams by CUDA events; work on
 the default stream records none, so a later non-blocking stream is made to wait for the
-default stream instead. The simulator runs everything synchronously, so here the backend's
-event functions are replaced by recorders (in the simulator tier) and the decisions are
-checked: which waits each launch asks for. The same launches run on hardware in test_gpu.py.
+default stream instead. The simulator runs everything synchronously, so here (in the
+simulator tier) the backend's event functions are replaced: first by recorders, to check
+which waits given sequences ask for; then by a happens-before model of CUDA streams, against
+which a hypothesis state machine checks random sequences of launches, asynchronous copies,
+host and @njit accesses for races. Launches on real streams run in test_gpu.py.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from numba import cuda
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from numba import cuda, njit
 
 import smartarray as sa
 from smartarray import _backend
@@ -113,3 +118,202 @@ def test_device_side_copy_and_adopted_arrays_order_later_streams(log: EventLog) 
     adopted = sa.SmartArray(cuda.to_device(np.ones(N)), copy=False)
     adopted.get("gpu", stream=s)  # its producer's default-stream work may still run
     assert log.take() == [("wait for default stream", s)]
+
+
+# --- a happens-before model of CUDA streams, driven by random operation sequences ---------
+#
+# Every copy and kernel smartarray enqueues becomes an operation in a model of CUDA's ordering
+# rules, in their weakest form: each stream runs in order; streams other than the default one
+# are non-blocking (nothing orders them with the default stream but events); a copy on the
+# default stream is synchronous (the host waits for it and for everything before it on that
+# stream); the host waits for nothing else unless it waits for an event. After each step the
+# model checks that no two operations touching the same device buffer, one of them writing
+# it, may run at the same time, and that every host access through a SmartArray happens after
+# the asynchronous copies into (or, for host writes, out of) its host buffer.
+
+
+class HappensBefore:
+    """Operations on streams and what each is guaranteed to run after."""
+
+    def __init__(self) -> None:
+        # op id -> (device buffer, host buffer, kind)
+        self.ops: dict[int, tuple[Any, Any, str]] = {}
+        self.stream_past: dict[Any, set[int]] = {}
+        self.host_done: set[int] = set()
+
+    @staticmethod
+    def _key(stream: Any) -> Any:
+        return "default" if _backend.is_default_stream(stream) else id(stream)
+
+    def _past(self, stream: Any) -> set[int]:
+        return self.stream_past.setdefault(self._key(stream), set())
+
+    def operation(self, kind: str, device: Any, host: Any, stream: Any) -> None:
+        writes_device = kind in ("h2d", "kernel write")
+        past = self._past(stream)
+        for op_id, (other_device, _, other_kind) in self.ops.items():
+            if other_device is not device or op_id in past or op_id in self.host_done:
+                continue
+            if writes_device or other_kind in ("h2d", "kernel write"):
+                raise AssertionError(f"device race: {other_kind} #{op_id} with {kind}")
+        op_id = len(self.ops)
+        self.ops[op_id] = (device, host, kind)
+        past.add(op_id)
+        if kind in ("h2d", "d2h") and self._key(stream) == "default":
+            self.host_done |= past  # a synchronous copy: the host waited for all of it
+
+    def record(self, stream: Any) -> frozenset[int]:
+        return frozenset(self._past(stream))
+
+    def wait(self, event: frozenset[int], stream: Any) -> None:
+        (self.host_done if stream is None else self._past(stream)).update(event)
+
+    def wait_for_default_stream(self, stream: Any) -> None:
+        self._past(stream).update(self._past(0))
+
+    def check_host_access(self, host: Any, writes: bool) -> None:
+        for op_id, (_, other_host, kind) in self.ops.items():
+            conflicts = kind == "d2h" or (writes and kind == "h2d")
+            if conflicts and other_host is host and op_id not in self.host_done:
+                raise AssertionError(f"host {'write' if writes else 'read'} races {kind}")
+
+    def device_freed(self, device: Any) -> None:
+        # Freeing CUDA memory synchronises the device (numba-cuda's deferred frees too).
+        self.host_done |= {i for i, (d, _, _) in self.ops.items() if d is device}
+
+
+def _install_model(monkeypatch: pytest.MonkeyPatch, model: HappensBefore) -> None:
+    copy_h2d, copy_d2h = _backend.copy_h2d, _backend.copy_d2h
+
+    def h2d(host: Any, device: Any, stream: Any = 0) -> None:
+        model.operation("h2d", device, host, stream)
+        copy_h2d(host, device, stream)
+
+    def d2h(device: Any, host: Any, stream: Any = 0) -> None:
+        model.operation("d2h", device, host, stream)
+        copy_d2h(device, host, stream)
+
+    def record_event(stream: Any, always: bool = False) -> Any:
+        return None if _backend.is_default_stream(stream) and not always else model.record(stream)
+
+    def wait_event(event: Any, stream: Any = None) -> None:
+        if event is not None:
+            model.wait(event, stream)
+
+    monkeypatch.setattr(_backend, "copy_h2d", h2d)
+    monkeypatch.setattr(_backend, "copy_d2h", d2h)
+    monkeypatch.setattr(_backend, "record_event", record_event)
+    monkeypatch.setattr(_backend, "wait_event", wait_event)
+    monkeypatch.setattr(_backend, "wait_for_default_stream", model.wait_for_default_stream)
+    monkeypatch.setattr(_backend, "is_gpu_default_stream", _backend.is_default_stream)
+
+
+@njit
+def _jit_sum(a):  # type: ignore[no-untyped-def]
+    return a.sum()
+
+
+@njit
+def _jit_add_one(a):  # type: ignore[no-untyped-def]
+    for i in range(a.shape[0]):
+        a[i] += 1
+
+
+STREAMS = st.sampled_from([0, 1, 2])  # the default stream, two other streams
+ARRAYS = st.sampled_from([0, 1])
+
+
+class StreamOrderingMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.monkeypatch = pytest.MonkeyPatch()
+        self.model = HappensBefore()
+        _install_model(self.monkeypatch, self.model)
+        self.streams = [0, cuda.stream(), cuda.stream()]
+        self.values = [np.arange(N, dtype=np.float64), np.zeros(N)]
+        self.arrays = [sa.SmartArray(v.copy()) for v in self.values]
+
+    def teardown(self) -> None:
+        self.monkeypatch.undo()
+
+    def _launch(self, k: int, s: int, intent: str) -> None:
+        """What numba-cuda does at a launch: prepare the argument, run, then the callbacks."""
+        from smartarray._numba_cuda import kernel_argument
+
+        array, stream, retr = self.arrays[k], self.streams[s], []  # type: ignore[var-annotated]
+        device = kernel_argument(array, intent, retr, stream)
+        kind = "kernel read" if intent == "in" else "kernel write"
+        self.model.operation(kind, array._alloc.device, array._alloc.host, stream)
+        if intent == "inout":
+            device._ary[...] += 1
+            self.values[k] += 1
+        elif intent == "out":
+            device._ary[...] = 7.0
+            self.values[k][...] = 7.0
+        for callback in retr:
+            callback()
+
+    @rule(k=ARRAYS, s=STREAMS, intent=st.sampled_from(["in", "inout", "out"]))
+    def kernel(self, k: int, s: int, intent: str) -> None:
+        self._launch(k, s, intent)
+
+    @rule(k=ARRAYS, s=STREAMS)
+    def failed_launch(self, k: int, s: int) -> None:
+        # The arguments were prepared (maybe uploaded, asynchronously), then the launch
+        # failed: numba-cuda runs no callback. The host copy stays the authoritative one.
+        from smartarray._numba_cuda import kernel_argument
+
+        kernel_argument(self.arrays[k], "inout", [], self.streams[s])
+
+    @rule(k=ARRAYS, s=STREAMS)
+    def upload(self, k: int, s: int) -> None:
+        self.arrays[k].to_gpu(self.streams[s])
+
+    @rule(k=ARRAYS, s=STREAMS)
+    def enqueue_download(self, k: int, s: int) -> None:
+        self.arrays[k].to_host(self.streams[s])  # returns at once on a non-default stream
+
+    @rule(k=ARRAYS)
+    def host_read(self, k: int) -> None:
+        np.testing.assert_array_equal(np.asarray(self.arrays[k]), self.values[k])
+        self.model.check_host_access(self.arrays[k]._alloc.host, writes=False)
+
+    @rule(k=ARRAYS, i=st.integers(0, N - 1))
+    def host_write(self, k: int, i: int) -> None:
+        self.arrays[k][i] = -1.0
+        self.values[k][i] = -1.0
+        self.model.check_host_access(self.arrays[k]._alloc.host, writes=True)
+
+    @rule(k=ARRAYS)
+    def njit_read(self, k: int) -> None:
+        assert _jit_sum(sa.In(self.arrays[k])) == self.values[k].sum()
+        self.model.check_host_access(self.arrays[k]._alloc.host, writes=False)
+
+    @rule(k=ARRAYS)
+    def njit_write(self, k: int) -> None:
+        _jit_add_one(self.arrays[k])
+        self.values[k] += 1
+        self.model.check_host_access(self.arrays[k]._alloc.host, writes=True)
+
+    @rule(k=ARRAYS)
+    def free_device(self, k: int) -> None:
+        device = self.arrays[k]._alloc.device
+        self.arrays[k].free_device()
+        if device is not None:
+            self.model.device_freed(device)
+
+    @invariant()
+    def device_copy_is_right_when_current(self) -> None:
+        for array, values in zip(self.arrays, self.values, strict=True):
+            if array.location in ("gpu", "both"):
+                np.testing.assert_array_equal(array._alloc.device._ary, values)
+
+
+StreamOrderingMachine.TestCase.settings = settings(
+    max_examples=100, stateful_step_count=30, deadline=None
+)
+
+
+@pytest.mark.skipif(sa.tier() != "simulator", reason="replaces the simulator's event functions")
+class TestStreamOrdering(StreamOrderingMachine.TestCase):  # type: ignore[name-defined]
+    pass
