@@ -35,12 +35,16 @@ def _check_intents(inputs: tuple[Any, ...], outputs: tuple[Any, ...]) -> None:
         raise TypeError("smartarray.In() marks a read-only input; it cannot be an output")
 
 
+def _bare(value: Any) -> Any:
+    """The SmartArray inside an intent; any other value as it is."""
+    return value.array if isinstance(value, _Intent) else value
+
+
 def _check_elementwise_layouts(values: tuple[Any, ...]) -> None:
     # numba's CUDA ufuncs ravel multi-dimensional arguments; a non-C-contiguous device array
     # cannot be ravelled in place, so numba would go through the host behind the ledger's
     # back (and, for an output, write a temporary instead of the array itself).
-    for value in values:
-        array = value.array if isinstance(value, _Intent) else value
+    for array in values:
         if isinstance(array, SmartArray) and array.ndim > 1 and not array.flags.c_contiguous:
             raise ValueError(
                 f"CUDA ufuncs need C-contiguous multi-dimensional arguments; got a "
@@ -52,15 +56,13 @@ def _check_broadcasting(inputs: tuple[Any, ...]) -> None:
     # numba broadcasts a device input with 0-strides, and a multi-dimensional broadcast result
     # cannot be ravelled on the device: numba would copy it through the host, outside the
     # ledger. Refuse that for SmartArrays before anything is copied.
-    shapes = [np.shape(v.array if isinstance(v, _Intent) else v) for v in inputs]
     try:
-        shape = np.broadcast_shapes(*shapes)
+        shape = np.broadcast_shapes(*(np.shape(value) for value in inputs))
     except ValueError:
         return  # numba's own error, raised before any copy
     if len(shape) < 2:
         return
-    for value in inputs:
-        array = value.array if isinstance(value, _Intent) else value
+    for array in inputs:
         if isinstance(array, SmartArray) and array.shape != shape:
             raise ValueError(
                 f"CUDA ufuncs broadcast a {array.shape} device argument to {shape} through the "
@@ -70,8 +72,6 @@ def _check_broadcasting(inputs: tuple[Any, ...]) -> None:
 
 
 def _unwrap_input(value: Any, stream: Any, touched: list[SmartArray], launch: object) -> Any:
-    if isinstance(value, _Intent):
-        value = value.array
     if isinstance(value, SmartArray):
         alloc = value._alloc
         touched.append(value)
@@ -80,8 +80,6 @@ def _unwrap_input(value: Any, stream: Any, touched: list[SmartArray], launch: ob
 
 
 def _unwrap_output(value: Any, stream: Any, written: list[SmartArray], launch: object) -> Any:
-    if isinstance(value, _Intent):
-        value = value.array
     if isinstance(value, SmartArray):
         alloc = value._alloc
         whole = value._covers_allocation()
@@ -126,11 +124,12 @@ class SmartUFunc:
         else:
             outputs = out if isinstance(out, tuple) else (out,)
         _check_intents(inputs, outputs)
+        # Past that check an intent says nothing more: inputs are read, outputs written.
+        inputs, outputs = tuple(map(_bare, inputs)), tuple(map(_bare, outputs))
         if self.nin is None:
             _check_elementwise_layouts((*inputs, *outputs))
             _check_broadcasting(inputs)
-        for value in outputs:
-            target = value.array if isinstance(value, _Intent) else value
+        for target in outputs:
             if isinstance(target, SmartArray):
                 target._check_writeable()
         read: list[SmartArray] = []
@@ -153,8 +152,7 @@ class SmartUFunc:
         for array in read:
             array._alloc.device_read(stream)
         if outputs:
-            given = tuple(o.array if isinstance(o, _Intent) else o for o in outputs)
-            return given[0] if len(given) == 1 else given
+            return outputs[0] if len(outputs) == 1 else outputs
         if not read:
             return result
         results = tuple(
@@ -175,7 +173,7 @@ class SmartUFunc:
         """
         if isinstance(array, Out):
             raise TypeError("smartarray.Out() marks an output; reduce only reads its argument")
-        value = array.array if isinstance(array, _Intent) else array
+        value = _bare(array)
         if not isinstance(value, SmartArray):
             return self.ufunc.reduce(value, stream=stream)  # type: ignore[attr-defined]
         if value.ndim != 1 or not value.flags.c_contiguous:
