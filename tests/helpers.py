@@ -58,6 +58,17 @@ def run_in_threads(worker: Callable[[int], None], count: int) -> None:
     assert not errors, errors
 
 
+# --- kernels shared by the tests (module level: the simulator cannot run closures) --------
+
+
+@cuda.jit
+def inc(a):  # type: ignore[no-untyped-def]
+    """``a += 1``, one thread per element of a 1-d array."""
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] += 1
+
+
 # --- numba-cuda's own CUDA ufunc dispatchers, around hand-written kernels ---------------
 #
 # The simulator cannot build @vectorize/@guvectorize(target='cuda') ufuncs, but numba-cuda's
@@ -68,7 +79,7 @@ F8 = np.dtype(np.float64)
 
 
 @cuda.jit
-def _vectorized_add(a, b, out):  # type: ignore[no-untyped-def]  # what @vectorize makes of a + b
+def vectorized_add(a, b, out):  # type: ignore[no-untyped-def]  # what @vectorize makes of a + b
     i = cuda.grid(1)
     if i < out.shape[0]:
         out[i] = a[i] + b[i]
@@ -103,7 +114,7 @@ def numba_add_ufunc() -> Any:
     """numba-cuda's ``CUDAUFuncDispatcher`` for ``float64 + float64``."""
     from numba.cuda.vectorizers import CUDAUFuncDispatcher
 
-    return CUDAUFuncDispatcher({(F8, F8): (F8, _vectorized_add)}, _add)
+    return CUDAUFuncDispatcher({(F8, F8): (F8, vectorized_add)}, _add)
 
 
 def numba_double_rows_gufunc() -> Any:

@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 import pytest
-from helpers import run_in_threads
+from helpers import inc, run_in_threads
 from numba import cuda, njit
 
 import smartarray as sa
@@ -18,13 +18,6 @@ pytestmark = pytest.mark.device
 
 N = 16
 THREADS = 16
-
-
-@cuda.jit
-def inc(a):
-    i = cuda.grid(1)
-    if i < a.size:
-        a[i] += 1
 
 
 @cuda.jit

@@ -18,6 +18,7 @@ from helpers import (
     numba_double_and_triple_rows_gufunc,
     numba_double_rows_gufunc,
     numba_ufunc_support,
+    vectorized_add,
 )
 from numba import cuda
 
@@ -26,13 +27,6 @@ import smartarray as sa
 pytestmark = pytest.mark.device
 
 N = 8
-
-
-@cuda.jit
-def _add_kernel(a, b, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = a[i] + b[i]
 
 
 class FakeCudaUfunc:
@@ -49,7 +43,7 @@ class FakeCudaUfunc:
         self.calls.append((a, b, out))
         if out is None:
             out = cuda.device_array(a.shape, dtype=a.dtype)
-        _add_kernel[1, N](a, b, out)
+        vectorized_add[1, N](a, b, out)
         return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import inc
 from numba import cuda, guvectorize, vectorize
 
 import smartarray as sa
@@ -15,13 +16,6 @@ import smartarray as sa
 pytestmark = pytest.mark.gpu
 
 N = 1 << 16
-
-
-@cuda.jit
-def inc(a):
-    i = cuda.grid(1)
-    if i < a.size:
-        a[i] += 1
 
 
 @cuda.jit

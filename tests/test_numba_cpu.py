@@ -18,7 +18,8 @@ from typing import Any
 import numba
 import numpy as np
 import pytest
-from numba import cuda, njit, prange
+from helpers import inc
+from numba import njit, prange
 from numba.core import types
 from numba.core.errors import TypingError
 
@@ -168,13 +169,6 @@ def through_objmode(a: Any) -> Any:
         name = type(a).__name__
         s = float(np.sum(a))
     return name, s
-
-
-@cuda.jit
-def increment(a: Any) -> None:  # launched only by device tests
-    i = cuda.grid(1)
-    if i < a.size:
-        a[i] += 1.0
 
 
 def arange(n: int = 10) -> SmartArray:
@@ -619,7 +613,7 @@ def test_readonly_call_leaves_device_copy_valid() -> None:
 @pytest.mark.device
 def test_device_only_array_is_downloaded_once() -> None:
     a = smartarray.zeros(8, where="gpu")
-    increment[1, 32](a)
+    inc[1, 32](a)
     with smartarray.track_transfers() as t:
         assert total(In(a)) == 8.0
         assert total(In(a)) == 8.0  # fast path: state BOTH is fine for a reader
@@ -634,13 +628,13 @@ def test_device_only_array_is_downloaded_once() -> None:
 def test_kernel_njit_kernel_transfer_counts() -> None:
     a = smartarray.zeros(16)
     with smartarray.track_transfers() as t:
-        increment[1, 32](a)  # H2D
+        inc[1, 32](a)  # H2D
         scale(a, 2.0)  # D2H, device stale
-        increment[1, 32](a)  # H2D
+        inc[1, 32](a)  # H2D
         assert total(In(a)) == 48.0  # D2H, device stays valid
-        increment[1, 32](a)  # no copy
+        inc[1, 32](a)  # no copy
         scale(a, 0.5)  # D2H
-        increment[1, 32](a)  # H2D
+        inc[1, 32](a)  # H2D
         r = ident(a)  # D2H
         assert r is a
     assert (t.h2d_count, t.d2h_count) == (3, 4)
@@ -651,7 +645,7 @@ def test_kernel_njit_kernel_transfer_counts() -> None:
 def test_view_returned_from_jit_shares_device_state() -> None:
     a = smartarray.zeros(8)
     v = middle(a)
-    increment[1, 32](a)  # device now current: the view must see it
+    inc[1, 32](a)  # device now current: the view must see it
     assert v.location == "gpu"
     with smartarray.track_transfers() as t:
         np.testing.assert_array_equal(v.get("host"), [1.0, 1.0])
@@ -675,7 +669,7 @@ def test_fast_path_only_when_nothing_to_do(slow_path_calls: tuple[list[bool], An
     touch(a)
     assert calls == [False, False, True]
     assert a.location == "host"
-    increment[1, 32](a)  # device current: the next call must download
+    inc[1, 32](a)  # device current: the next call must download
     with smartarray.track_transfers() as t:
         touch(a)
     assert calls == [False, False, True, True] and t.d2h_count == 1

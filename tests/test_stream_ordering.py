@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import inc
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -22,17 +23,11 @@ from numba import cuda, njit
 
 import smartarray as sa
 from smartarray import _backend
+from smartarray._numba_cuda import kernel_argument
 
 pytestmark = pytest.mark.device
 
 N = 8
-
-
-@cuda.jit
-def _inc(a):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < a.size:
-        a[i] += 1
 
 
 class EventLog:
@@ -75,14 +70,14 @@ def test_non_blocking_stream_waits_for_earlier_default_stream_work(log: EventLog
     # (The simulator hands launches' streams to no argument, so streams are given to get().)
     s1, s2 = cuda.stream(), cuda.stream()
     a = sa.SmartArray(np.zeros(N))
-    _inc[1, N](a)  # upload and kernel on the default stream: no event
+    inc[1, N](a)  # upload and kernel on the default stream: no event
     assert log.take() == []
     a.get("host", stream=s1)  # waits for the default stream's kernel, records the download
     first = log.take()
     assert first == [("wait for default stream", s1), ("record", first[1][1])]
     a.get("gpu", stream=s2)  # waits for s1's download only
     assert log.take() == [("wait", first[1][1])]
-    _inc[1, N](a)  # back on the default stream: waits for s1's event again, records none
+    inc[1, N](a)  # back on the default stream: waits for s1's event again, records none
     assert log.take() == [("wait", first[1][1])]
     a.get("gpu", stream=s2)
     assert log.take() == [("wait for default stream", s2)]
@@ -91,7 +86,7 @@ def test_non_blocking_stream_waits_for_earlier_default_stream_work(log: EventLog
 
 def test_blocking_host_read_needs_no_event_after_default_stream_work(log: EventLog) -> None:
     a = sa.SmartArray(np.zeros(N))
-    _inc[1, N](a)
+    inc[1, N](a)
     np.testing.assert_array_equal(np.asarray(a), np.ones(N))
     assert log.take() == []  # the synchronous copy back is ordered after the kernel
 
@@ -99,7 +94,7 @@ def test_blocking_host_read_needs_no_event_after_default_stream_work(log: EventL
 def test_free_device_forgets_default_stream_work(log: EventLog) -> None:
     s = cuda.stream()
     a = sa.SmartArray(np.zeros(N))
-    _inc[1, N](a)
+    inc[1, N](a)
     a.free_device()
     log.take()
     a.get("gpu", stream=s)  # a new device buffer: nothing earlier to wait for
@@ -238,8 +233,6 @@ class StreamOrderingMachine(RuleBasedStateMachine):
 
     def _launch(self, k: int, s: int, intent: str) -> None:
         """What numba-cuda does at a launch: prepare the argument, run, then the callbacks."""
-        from smartarray._numba_cuda import kernel_argument
-
         array, stream, retr = self.arrays[k], self.streams[s], []  # type: ignore[var-annotated]
         device = kernel_argument(array, intent, retr, stream)
         kind = "kernel read" if intent == "in" else "kernel write"
@@ -261,8 +254,6 @@ class StreamOrderingMachine(RuleBasedStateMachine):
     def failed_launch(self, k: int, s: int) -> None:
         # The arguments were prepared (maybe uploaded, asynchronously), then the launch
         # failed: numba-cuda runs no callback. The host copy stays the authoritative one.
-        from smartarray._numba_cuda import kernel_argument
-
         kernel_argument(self.arrays[k], "inout", [], self.streams[s])
 
     @rule(k=ARRAYS, s=STREAMS)
