@@ -23,7 +23,9 @@ from ._creation import (
 from ._cuda_ufuncs import SmartUFunc, cuda_ufunc, install_dispatch_hooks
 from ._errors import DeviceUnavailableError, TransferError
 from ._intents import In, InOut, Out
+from ._memory import device_memory_limit, device_memory_usage, set_device_memory_limit
 from ._numba_types import SmartArrayType, numba_type
+from ._pinned_pool import pinned_pool_info, release_pinned_pool, set_pinned_pool_limit
 from ._transfer import (
     TransferRecord,
     TransferStats,
@@ -51,6 +53,8 @@ __all__ = [
     "__version__",
     "asarray",
     "cuda_ufunc",
+    "device_memory_limit",
+    "device_memory_usage",
     "empty",
     "empty_like",
     "full",
@@ -59,7 +63,11 @@ __all__ = [
     "numba_type",
     "ones",
     "ones_like",
+    "pinned_pool_info",
+    "release_pinned_pool",
     "reset_transfer_stats",
+    "set_device_memory_limit",
+    "set_pinned_pool_limit",
     "tier",
     "track_transfers",
     "transfer_stats",

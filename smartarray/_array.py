@@ -217,20 +217,27 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 "(e.g. cupy.ascontiguousarray or copy_to_device into a new device array)"
             )
         _backend.check_device_dtype(device.dtype)
-        if copy:
-            new = _backend.device_empty(tuple(device.shape), device.dtype, flags, stream)
-            _backend.copy_d2d(device, new, stream)
-            device = new
-        alloc = Allocation(
-            tuple(device.shape),
-            np.dtype(device.dtype),
-            flags,
-            host=None,
-            device=device,
-            state=State.DEVICE,
-            host_memory=_backend.default_host_memory(),
-            label=label,
-        )
+        if copy:  # a device buffer of smartarray's own, within the device memory budget
+            alloc = Allocation.on_device(
+                tuple(device.shape),
+                np.dtype(device.dtype),
+                flags,
+                host_memory=_backend.default_host_memory(),
+                label=label,
+                stream=stream,
+            )
+            _backend.copy_d2d(device, alloc.device, stream)
+        else:
+            alloc = Allocation(
+                tuple(device.shape),
+                np.dtype(device.dtype),
+                flags,
+                host=None,
+                device=device,
+                state=State.DEVICE,
+                host_memory=_backend.default_host_memory(),
+                label=label,
+            )
         # The copy (or, adopted, whoever made the data) may still be running: later device
         # work waits for it (for a copy on ``stream``, for the default stream otherwise).
         alloc.device_written(stream if copy else None)
@@ -810,19 +817,17 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 and min(self._strides, default=0) >= 0
             ):
                 source = self._device_view()
-                target = _backend.device_empty(self._shape, self._dtype, layout)
-                _backend.copy_d2d(source, target)
-                new = Allocation(
+                # (this thread holds alloc's lock: the budget never evicts the source)
+                new = Allocation.on_device(
                     self._shape,
                     self._dtype,
                     layout,
-                    host=None,
-                    device=target,
-                    state=State.DEVICE,
                     host_memory=alloc.host_memory
                     if alloc.host_memory != "mapped"
                     else _backend.default_host_memory(),
                 )
+                target = new.device
+                _backend.copy_d2d(source, target)
                 # Device work on the default stream: later work on other streams waits for it.
                 alloc.device_read(None)
                 new.device_written(None)
@@ -1033,16 +1038,8 @@ def _new_allocation(
                 host_memory=memory,
                 label=label,
             )
-        device = _backend.device_empty(shape, dtype, order, stream)
-        return Allocation(
-            shape,
-            dtype,
-            order,
-            host=None,
-            device=device,
-            state=State.DEVICE,
-            host_memory=memory,
-            label=label,
+        return Allocation.on_device(
+            shape, dtype, order, host_memory=memory, label=label, stream=stream
         )
     host = _backend.host_empty(shape, dtype, order, memory)
     return Allocation(

@@ -118,10 +118,14 @@ def host_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, kind: HostMe
             "host_memory='pageable'"
         )
     require_device()
-    if tier() == "simulator" or 0 in shape:  # (the driver cannot page-lock 0 bytes)
+    if 0 in shape:  # (the driver cannot page-lock 0 bytes)
         return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
-    if kind == "pinned":
-        return cuda().pinned_array(shape, dtype=dtype, order=order)
+    if kind == "pinned":  # reused from the pool (page-locking is slow); ordinary memory in
+        from ._pinned_pool import POOL  # the simulator, where the pool works the same way
+
+        return POOL.empty(shape, dtype, order)
+    if tier() == "simulator":
+        return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
     return cuda().mapped_array(shape, dtype=dtype, order=order)
 
 
@@ -138,27 +142,44 @@ def mapped_device_view(host: Any) -> Any:
     return DeviceNDArray(host.shape, host.strides, host.dtype, gpu_data=host.gpu_data)
 
 
+class DeviceOutOfMemory(MemoryError):
+    """The device (or its memory manager) had no room for an allocation.
+
+    Raised by :func:`device_empty`; :mod:`smartarray._memory` catches it, evicts device copies
+    and retries before reporting a :class:`MemoryError` to the user.
+    """
+
+
 def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: Any = 0) -> Any:
     """Allocate an uninitialised contiguous device array.
 
     The array is never bound to ``stream``: a Numba device array bound to a stream makes its
     later copies asynchronous on that stream, which smartarray must choose per copy.
+
+    Raises
+    ------
+    DeviceOutOfMemory
+        When the device, or the external memory manager (RMM...), is out of memory.
     """
     require_device()
     try:
         return cuda().device_array(shape, dtype=dtype, order=order)
     except Exception as exc:
-        if _is_out_of_memory(exc):
+        if is_out_of_memory(exc):
             nbytes = int(np.prod(shape)) * dtype.itemsize
-            raise MemoryError(
+            raise DeviceOutOfMemory(
                 f"out of device memory allocating {nbytes} bytes for a {dtype} array of shape "
-                f"{shape}; free device copies you no longer need with SmartArray.free_device()"
+                f"{shape}"
             ) from exc
         raise
 
 
-def _is_out_of_memory(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__} {exc}"
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for numba-cuda's ``CUDA_ERROR_OUT_OF_MEMORY`` and memory managers' ``MemoryError``."""
+    if isinstance(exc, MemoryError):  # e.g. RMM's std::bad_alloc through Numba's EMM plugin
+        return True
+    code = getattr(exc, "code", None)  # numba-cuda's CudaAPIError(code, msg)
+    text = f"{type(exc).__name__} {exc} {code}"
     return "OUT_OF_MEMORY" in text or "out of memory" in text.lower()
 
 
@@ -417,6 +438,13 @@ def wait_for_default_stream(stream: Any) -> None:
     event = numba_cuda.event(timing=False)
     event.record(numba_cuda.default_stream())
     event.wait(stream)
+
+
+def event_pending(event: Any) -> bool:
+    """True while the work before ``event`` (None: no work) has not finished."""
+    if event is None:
+        return False
+    return not event.query()
 
 
 def wait_event(event: Any, stream: Any = None) -> None:

@@ -22,7 +22,9 @@ reads and writes it directly. A new array starts in ``HOST`` (made on the host) 
 
 All transitions, and the copies they imply, run under the allocation's re-entrant lock.
 Copies go through :mod:`smartarray._transfer` (the ledger); memory comes from
-:mod:`smartarray._backend`.
+:mod:`smartarray._backend`, device memory within the budget kept by :mod:`smartarray._memory`,
+which evicts device copies through :meth:`Allocation.evict_device` (a spill is a download:
+``DEVICE`` -> ``BOTH``, then the device copy is dropped: ``HOST``).
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _backend, _transfer
+from . import _backend, _memory, _transfer
 from ._errors import HostMemory, Where
 
 _labels = itertools.count(1)
+_keys = itertools.count(1)
 
 
 class State(enum.Enum):
@@ -86,6 +89,7 @@ class Allocation:
         self.state = state
         self.host_memory: HostMemory = host_memory
         self.label = label or f"SmartArray#{next(_labels)}"
+        self.key = next(_keys)  # identifies this allocation in smartarray._memory
         self.lock = threading.RLock()
         # Events of asynchronous work on non-default streams that touches this allocation:
         # the last device work (kernel or copy), and the last copy that writes (D2H) or reads
@@ -103,12 +107,41 @@ class Allocation:
         # The device buffer whose address was handed out (__cuda_array_interface__): kept as
         # long as this allocation, which the consumer keeps alive, even after free_device.
         self._exported_device: Any = None
+        # True while the device buffer (current or exported) was allocated by smartarray and
+        # is charged to the device memory budget (adopted device arrays are the caller's).
+        self._device_owned = False
         if host_memory == "mapped":
             if self.host is None:
                 self.host = _backend.host_empty(shape, dtype, order, "mapped")
             if self.device is None:
                 self.device = _backend.mapped_device_view(self.host)
             self.state = State.BOTH
+
+    @classmethod
+    def on_device(
+        cls,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        order: str,
+        *,
+        host_memory: HostMemory,
+        label: str | None = None,
+        stream: Any = None,
+    ) -> Allocation:
+        """A new allocation whose (uninitialised) device copy is the current one.
+
+        The device buffer is allocated within the device memory budget; the host buffer is
+        allocated when the host first needs it. The caller writes the device buffer.
+        """
+        if host_memory == "mapped":
+            raise ValueError("mapped memory has no separate device buffer")
+        alloc = cls(
+            shape, dtype, order, host=None, device=None, state=State.HOST,
+            host_memory=host_memory, label=label,
+        )  # fmt: skip
+        alloc._device_buffer(stream)
+        alloc.state = State.DEVICE
+        return alloc
 
     # --- queries -------------------------------------------------------------------------
 
@@ -124,11 +157,7 @@ class Allocation:
         """Make the host copy current (one D2H copy if it is stale) and return it."""
         with self.lock:
             if self.state is State.DEVICE:
-                host = self._host_buffer()
-                self._order_after_device_work(stream)
-                _transfer.device_to_host(self.device, host, label=self.label, stream=stream)
-                self.state = State.BOTH
-                self._host_event = self._note_device_work(stream)
+                self._download(stream)
             if stream is None or _backend.is_default_stream(stream):
                 self.wait_host()
             return self._host_buffer()
@@ -235,6 +264,26 @@ class Allocation:
         with self.lock:
             self._note_device_work(stream)
 
+    def cancel_launch(self, state: State) -> None:
+        """A launch being prepared failed before it was enqueued: go back to ``state``.
+
+        ``state`` is this allocation's state when the launch first touched it. Nothing ran on
+        the device since, so it is exact (an upload made for the launch is just forgotten).
+        """
+        with self.lock:
+            self._launch = None
+            if self.host_memory != "mapped":
+                self.state = state
+
+    def own_device(self) -> None:
+        """The adopted device buffer was allocated for smartarray (a CUDA ufunc's result):
+        charge it to the device memory budget, which may evict other arrays' device copies."""
+        with self.lock:
+            if self.device is None or self._device_owned or self.host_memory == "mapped":
+                return
+            self._device_owned = True
+        _memory.charge(self)
+
     def device_exported(self) -> None:
         """The device buffer's address was handed to another library: never free it first."""
         with self.lock:
@@ -256,15 +305,71 @@ class Allocation:
                 return
             if self.state is State.DEVICE:
                 self.ensure_host()
-            self._order_after_device_work(None)
-            self.device = None
-            self._device_views.clear()  # views hold references to the device memory
-            self._device_event = None
-            self._default_stream_work = False
-            self._launch = None
-            self.state = State.HOST
+            self._drop_device()
+
+    # --- eviction (decided by smartarray._memory) ---------------------------------------------
+
+    def eviction_cost(self) -> int | None:
+        """Bytes a spill of the device copy would download (0 for a clean copy), or None if
+        the device copy cannot be evicted (none, exported, adopted, mapped, in a launch).
+
+        Read without the lock: a hint for choosing what to evict, checked again by
+        :meth:`evict_device`.
+        """
+        if (
+            self.device is None
+            or not self._device_owned
+            or self._exported_device is not None
+            or self.host_memory == "mapped"
+            or self._launch is not None
+        ):
+            return None
+        return self.nbytes if self.state is State.DEVICE else 0
+
+    def device_busy(self) -> bool:
+        """True while asynchronous device work recorded for this allocation is unfinished."""
+        return _backend.event_pending(self._device_event)
+
+    def evict_device(self, spill: bool) -> int:
+        """Drop the device copy to make room; return the bytes released (0: not evictable).
+
+        A clean copy (the host copy is current) goes at no cost. A dirty one goes only with
+        ``spill``: one download into the host buffer, recorded as a spill in the ledger
+        (``DEVICE`` -> ``BOTH`` -> ``HOST``). Raises :class:`TransferError` (and changes nothing)
+        for a spill inside ``no_transfers()``.
+        """
+        with self.lock:
+            if self.eviction_cost() is None:
+                return 0
+            if self.state is State.DEVICE:
+                if not spill:
+                    return 0
+                self._download(None, spill=True)
+                self.wait_host()
+            self._drop_device()
+            return self.nbytes
 
     # --- internals ------------------------------------------------------------------------
+
+    def _download(self, stream: Any, spill: bool = False) -> None:
+        host = self._host_buffer()
+        self._order_after_device_work(stream)
+        _transfer.device_to_host(self.device, host, label=self.label, stream=stream, spill=spill)
+        self.state = State.BOTH
+        self._host_event = self._note_device_work(stream)
+
+    def _drop_device(self) -> None:
+        """Let go of the (stale or duplicate) device copy; the host copy is current."""
+        self._order_after_device_work(None)
+        self.device = None
+        self._device_views.clear()  # views hold references to the device memory
+        self._device_event = None
+        self._default_stream_work = False
+        self._launch = None
+        self.state = State.HOST
+        if self._device_owned and self._exported_device is None:
+            self._device_owned = False
+            _memory.release(self)
 
     def _host_buffer(self) -> np.ndarray:
         if self.host is None:
@@ -277,7 +382,13 @@ class Allocation:
                 self.device = self._exported_device  # so that the consumer sees current data
                 return self.device
             _backend.check_device_dtype(self.dtype)
-            self.device = _backend.device_empty(self.shape, self.dtype, self.order, stream)
+            # Within the device memory budget (may evict other arrays' device copies).
+            self.device = _memory.allocate(
+                self, lambda: _backend.device_empty(self.shape, self.dtype, self.order, stream)
+            )
+            self._device_owned = True
+        elif self._device_owned:
+            _memory.touch(self)
         return self.device
 
     def _note_device_work(self, stream: Any) -> Any:

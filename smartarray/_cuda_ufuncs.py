@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _backend
+from . import _backend, _memory
 from ._array import SmartArray
 from ._intents import In, Out, _Intent
 
@@ -71,19 +71,28 @@ def _check_broadcasting(inputs: tuple[Any, ...]) -> None:
             )
 
 
-def _unwrap_input(value: Any, stream: Any, touched: list[SmartArray], launch: object) -> Any:
+def _unwrap_input(
+    value: Any, stream: Any, touched: list[SmartArray], launch: _memory.LaunchPins
+) -> Any:
     if isinstance(value, SmartArray):
         alloc = value._alloc
         touched.append(value)
-        return value._device_view(stream, prepare=lambda s: alloc.ensure_device(s, launch=launch))
+        with alloc.lock:
+            launch.add(alloc)  # not evicted for a later argument of this call
+            return value._device_view(
+                stream, prepare=lambda s: alloc.ensure_device(s, launch=launch)
+            )
     return value
 
 
-def _unwrap_output(value: Any, stream: Any, written: list[SmartArray], launch: object) -> Any:
+def _unwrap_output(
+    value: Any, stream: Any, written: list[SmartArray], launch: _memory.LaunchPins
+) -> Any:
     if isinstance(value, SmartArray):
         alloc = value._alloc
         whole = value._covers_allocation()
         with alloc.lock:
+            launch.add(alloc)
             device = value._device_view(
                 stream, prepare=lambda s: alloc.prepare_device_write(whole, s, launch=launch)
             )
@@ -135,18 +144,26 @@ class SmartUFunc:
         read: list[SmartArray] = []
         written: list[SmartArray] = []
         # One token per call, as for a kernel launch: an allocation behind several arguments
-        # (``g(a, p[:2], p[2:])``) is uploaded at most once.
-        launch = object()
-        device_inputs = [_unwrap_input(a, stream, read, launch) for a in inputs]
-        device_outputs = [_unwrap_output(o, stream, written, launch) for o in outputs]
-        if positional_outputs or (device_outputs and self.nin is not None):
-            # (a gufunc's several outputs go positionally: numba-cuda's out= takes only one)
-            result = self.ufunc(*device_inputs, *device_outputs, stream=stream, **kwargs)
-        elif device_outputs:
-            target = device_outputs[0] if len(device_outputs) == 1 else tuple(device_outputs)
-            result = self.ufunc(*device_inputs, out=target, stream=stream, **kwargs)
-        else:
-            result = self.ufunc(*device_inputs, stream=stream, **kwargs)
+        # (``g(a, p[:2], p[2:])``) is uploaded at most once, and the call's arguments are
+        # pinned against eviction by the device memory budget until the call is made.
+        launch = _memory.LaunchPins()
+        try:
+            device_inputs = [_unwrap_input(a, stream, read, launch) for a in inputs]
+            device_outputs = [_unwrap_output(o, stream, written, launch) for o in outputs]
+        except BaseException:
+            launch.abort()  # nothing ran: every argument gets its flags back
+            raise
+        try:
+            if positional_outputs or (device_outputs and self.nin is not None):
+                # (a gufunc's several outputs go positionally: numba-cuda's out= takes one)
+                result = self.ufunc(*device_inputs, *device_outputs, stream=stream, **kwargs)
+            elif device_outputs:
+                target = device_outputs[0] if len(device_outputs) == 1 else tuple(device_outputs)
+                result = self.ufunc(*device_inputs, out=target, stream=stream, **kwargs)
+            else:
+                result = self.ufunc(*device_inputs, stream=stream, **kwargs)
+        finally:
+            launch()
         for array in written:
             array._alloc.device_written(stream)
         for array in read:
@@ -160,6 +177,9 @@ class SmartUFunc:
         )
         for array in results:  # written on the device by this call, on its stream
             array._alloc.device_written(stream)
+            # Allocated by numba-cuda for this call: charged to the device memory budget
+            # (which may evict other device copies to get back under the limit).
+            array._alloc.own_device()
         return results if isinstance(result, tuple) else results[0]
 
     def reduce(self, array: Any, stream: Any = 0) -> Any:
@@ -185,12 +205,14 @@ class SmartUFunc:
             raise TypeError("Reduction on an empty array.")  # numba-cuda's own message
         if value.size == 1:  # numba-cuda returns the element itself; read it where current
             return value[0]
-        with value._alloc.lock:
-            device = value._device_view(stream)
-            scratch = _backend.device_empty(value.shape, value.dtype, "C")
-            _backend.copy_d2d(device, scratch, stream)
-            value._alloc.device_read(stream)
-        return self.ufunc.reduce(scratch, stream=stream)  # type: ignore[attr-defined]
+        alloc = value._alloc
+        # The scratch copy counts against the device memory limit while the reduction runs.
+        with _memory.temporary_device(value.shape, value.dtype, alloc.label, (alloc,)) as scratch:
+            with alloc.lock:
+                device = value._device_view(stream)
+                _backend.copy_d2d(device, scratch, stream)
+                alloc.device_read(stream)
+            return self.ufunc.reduce(scratch, stream=stream)  # type: ignore[attr-defined]
 
     def __repr__(self) -> str:
         return f"smartarray.cuda_ufunc({self.__name__})"

@@ -18,29 +18,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _backend
+from . import _backend, _memory
 from ._array import SmartArray
 
 
 def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> Any:
     """Prepare ``array`` as a kernel argument with the given intent (see module docstring)."""
     alloc = array._alloc
-    if intent != "in":
-        array._check_writeable()
-    whole = array._covers_allocation()
     # ``retr`` is the one list numba-cuda passes for all arguments of this launch: it
-    # identifies the launch, so an allocation passed twice is uploaded at most once.
-    with alloc.lock:
-        if intent == "out":
-            device = array._device_view(
-                stream, prepare=lambda s: alloc.prepare_device_write(whole, s, launch=retr)
-            )
-        else:
-            device = array._device_view(
-                stream, prepare=lambda s: alloc.ensure_device(s, launch=retr)
-            )
+    # identifies the launch, so an allocation passed twice is uploaded at most once, and the
+    # launch's arguments are pinned against eviction by the device memory budget.
+    pins = _memory.launch_pins(retr)
+    try:
         if intent != "in":
-            alloc.begin_device_write(launch=retr)
+            array._check_writeable()
+        whole = array._covers_allocation()
+        with alloc.lock:
+            pins.add(alloc)
+            if intent == "out":
+                device = array._device_view(
+                    stream, prepare=lambda s: alloc.prepare_device_write(whole, s, launch=retr)
+                )
+            else:
+                device = array._device_view(
+                    stream, prepare=lambda s: alloc.ensure_device(s, launch=retr)
+                )
+            if intent != "in":
+                alloc.begin_device_write(launch=retr)
+    except BaseException:
+        pins.abort()  # no launch: every argument prepared so far gets its flags back
+        raise
 
     def after_launch() -> None:
         if intent == "in":

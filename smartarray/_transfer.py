@@ -36,12 +36,16 @@ class TransferRecord:
         Label of the allocation the copy was made for (``SmartArray.label``).
     asynchronous : bool
         True when the copy was enqueued on a non-default stream.
+    spill : bool
+        True for a device-to-host copy made to evict the array's device copy under the
+        device memory limit (see :func:`smartarray.set_device_memory_limit`).
     """
 
     direction: Direction
     nbytes: int
     array: str
     asynchronous: bool = False
+    spill: bool = False
 
 
 @dataclass
@@ -50,13 +54,17 @@ class TransferStats:
 
     Returned by :func:`transfer_stats` (cumulative since the last reset) and by
     :func:`track_transfers` (the copies made inside the ``with`` block). ``records`` lists the
-    individual copies (kept only by :func:`track_transfers`).
+    individual copies (kept only by :func:`track_transfers`). ``spill_count`` and
+    ``spill_bytes`` count the device-to-host copies made to evict dirty device copies under the
+    device memory limit; they are included in ``d2h_count`` and ``d2h_bytes`` too.
     """
 
     h2d_count: int = 0
     h2d_bytes: int = 0
     d2h_count: int = 0
     d2h_bytes: int = 0
+    spill_count: int = 0
+    spill_bytes: int = 0
     records: list[TransferRecord] = field(default_factory=list, repr=False)
 
     @property
@@ -76,14 +84,20 @@ class TransferStats:
         else:
             self.d2h_count += 1
             self.d2h_bytes += record.nbytes
+            if record.spill:
+                self.spill_count += 1
+                self.spill_bytes += record.nbytes
         if keep_record:
             self.records.append(record)
 
     def __str__(self) -> str:
-        return (
+        text = (
             f"host->device: {self.h2d_count} copies, {self.h2d_bytes} bytes; "
             f"device->host: {self.d2h_count} copies, {self.d2h_bytes} bytes"
         )
+        if self.spill_count:
+            text += f" (of which spills: {self.spill_count} copies, {self.spill_bytes} bytes)"
+        return text
 
 
 class _Ledger:
@@ -116,11 +130,14 @@ def transfer_stats() -> TransferStats:
     Returns
     -------
     TransferStats
-        A snapshot with ``h2d_count``, ``h2d_bytes``, ``d2h_count``, ``d2h_bytes``.
+        A snapshot with ``h2d_count``, ``h2d_bytes``, ``d2h_count``, ``d2h_bytes``,
+        ``spill_count`` and ``spill_bytes``.
     """
     with _LEDGER.lock:
         t = _LEDGER.totals
-        return TransferStats(t.h2d_count, t.h2d_bytes, t.d2h_count, t.d2h_bytes)
+        return TransferStats(
+            t.h2d_count, t.h2d_bytes, t.d2h_count, t.d2h_bytes, t.spill_count, t.spill_bytes
+        )
 
 
 def reset_transfer_stats() -> None:
@@ -175,11 +192,17 @@ def host_to_device(host: np.ndarray, device: Any, *, label: str, stream: Any = N
     _LEDGER.record(TransferRecord("h2d", nbytes, label, not _backend.is_default_stream(stream)))
 
 
-def device_to_host(device: Any, host: np.ndarray, *, label: str, stream: Any = None) -> None:
-    """Copy a whole contiguous device buffer to its host twin and record it."""
+def device_to_host(
+    device: Any, host: np.ndarray, *, label: str, stream: Any = None, spill: bool = False
+) -> None:
+    """Copy a whole contiguous device buffer to its host twin and record it.
+
+    ``spill`` marks the copy made to evict a dirty device copy (counted as a spill too).
+    """
     nbytes = host.nbytes
     if nbytes == 0:
         return
     _LEDGER.check_allowed("d2h", nbytes, label)
     _backend.copy_d2h(device, host, stream)
-    _LEDGER.record(TransferRecord("d2h", nbytes, label, not _backend.is_default_stream(stream)))
+    asynchronous = not _backend.is_default_stream(stream)
+    _LEDGER.record(TransferRecord("d2h", nbytes, label, asynchronous, spill))

@@ -1,0 +1,462 @@
+"""The device memory budget: limit, eviction (clean copies dropped, dirty ones spilled), pins.
+
+Simulator tier (the same code enforces the limit on a GPU): exact ledger counts.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from helpers import inc, numba_add_ufunc, numba_ufunc_support, run_python
+from numba import cuda
+
+import smartarray as sa
+from smartarray import _backend, _memory
+
+pytestmark = pytest.mark.device
+
+N = 8
+NBYTES = N * 8
+
+
+@cuda.jit
+def add3(a, b, c):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] += 1
+        b[i] += 1
+        c[i] += 1
+
+
+@cuda.jit
+def copy_kernel(dst, src):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+@pytest.fixture(autouse=True)
+def _no_limit_after() -> Iterator[None]:
+    gc.collect()  # arrays of earlier tests: their device memory is uncharged
+    yield
+    sa.set_device_memory_limit(None)
+
+
+def counts(t: sa.TransferStats) -> tuple[int, int, int]:
+    return t.h2d_count, t.d2h_count, t.spill_count
+
+
+def arrays(count: int, prefix: str = "a") -> list[sa.SmartArray]:
+    return [
+        sa.SmartArray(np.arange(N, dtype=np.float64) + 100 * k, label=f"{prefix}{k}")
+        for k in range(count)
+    ]
+
+
+def limit_slots(slots: float) -> int:
+    """Set the limit to ``slots`` arrays' worth above what other tests left charged."""
+    limit = sa.device_memory_usage() + int(slots * NBYTES)
+    sa.set_device_memory_limit(limit)
+    _memory._peak_usage(reset=True)
+    return limit
+
+
+def test_six_arrays_round_robin_under_a_limit_of_three() -> None:
+    xs = arrays(6)
+    limit = limit_slots(3)
+    rounds = 3
+    with sa.track_transfers() as t:
+        for _ in range(rounds):
+            for x in xs:
+                inc[1, N](x)
+                assert sa.device_memory_usage() <= limit
+    # Cyclic use of 6 arrays with room for 3: each launch uploads its array and (from the
+    # fourth on) spills the least recently used one, which is dirty.
+    assert counts(t) == (6 * rounds, 6 * rounds - 3, 6 * rounds - 3)
+    assert t.spill_bytes == (6 * rounds - 3) * NBYTES and t.d2h_bytes == t.spill_bytes
+    assert [r.array for r in t.records if r.spill][:4] == ["a0", "a1", "a2", "a3"]
+    assert _memory._peak_usage() <= limit
+    assert [x.location for x in xs] == ["host"] * 3 + ["gpu"] * 3
+    with sa.track_transfers() as t:
+        for k, x in enumerate(xs):
+            np.testing.assert_array_equal(np.asarray(x), np.arange(N) + 100 * k + rounds)
+    assert counts(t) == (0, 3, 0)  # only the three still on the device are downloaded
+
+
+def test_clean_copies_go_first_at_no_cost() -> None:
+    clean, dirty = arrays(2)
+    limit_slots(2)
+    inc[1, N](dirty)  # least recently used, but dirty (only the device copy is current)
+    clean.to_gpu()  # more recently used, clean (both copies current)
+    with sa.track_transfers() as t:
+        new = sa.empty(N, where="gpu")
+    assert counts(t) == (0, 0, 0)
+    assert clean.location == "host" and clean._alloc.device is None
+    assert dirty.location == "gpu" and new.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(clean), np.arange(N))
+
+
+def test_a_device_copy_made_stale_by_a_host_write_is_dropped_at_no_cost() -> None:
+    (a, b) = arrays(2)
+    limit_slots(1)
+    inc[1, N](a)
+    a[0] = -1.0  # the device copy is stale now: dropping it loses nothing
+    with sa.track_transfers() as t:
+        inc[1, N](b)
+    assert counts(t) == (1, 0, 0)
+    assert a._alloc.device is None and a.location == "host"
+    assert a[0] == -1.0 and a[1] == 2.0
+
+
+def test_launch_whose_arguments_alone_exceed_the_limit() -> None:
+    a, b, c = arrays(3)
+    b.to_gpu()  # both copies current
+    limit = limit_slots(1)  # room for b and one more
+    with sa.track_transfers() as t, pytest.raises(MemoryError) as error:
+        add3[1, N](a, b, c)  # a fits, b is there, c cannot fit: a and b are in the launch
+    message = str(error.value)
+    assert f"cannot allocate {NBYTES} bytes of device memory for a2" in message
+    assert f"the smartarray device memory limit is {limit} bytes" in message
+    assert f"SmartArrays hold {limit} bytes of device memory" in message
+    assert "in use by this operation: a0 (64 bytes), a1 (64 bytes)" in message
+    assert "set_device_memory_limit" in message and "free_device" in message
+    # Nothing lost, and every argument's flags are back as they were (a was uploaded).
+    assert counts(t) == (1, 0, 0)
+    assert [x.location for x in (a, b, c)] == ["host", "both", "host"]
+    assert sa.device_memory_usage() <= limit
+    for k, x in enumerate((a, b, c)):
+        np.testing.assert_array_equal(np.asarray(x), np.arange(N) + 100 * k)
+    sa.set_device_memory_limit(limit + NBYTES)
+    with sa.track_transfers() as t:
+        add3[1, N](a, b, c)
+    assert counts(t) == (2, 0, 0)  # a again (its device copy was stale) and c
+    for k, x in enumerate((a, b, c)):
+        np.testing.assert_array_equal(np.asarray(x), np.arange(N) + 100 * k + 1)
+
+
+def test_a_request_larger_than_the_limit_evicts_nothing() -> None:
+    (a,) = arrays(1)
+    inc[1, N](a)
+    limit = limit_slots(1.5)
+    big = sa.SmartArray(np.zeros(limit // 8 + 1), label="big")
+    with sa.track_transfers() as t, pytest.raises(MemoryError, match="for big"):
+        inc[1, N](big)
+    assert counts(t) == (0, 0, 0) and a.location == "gpu" and big.location == "host"
+    assert sa.device_memory_usage() <= limit
+
+
+def test_spilled_array_reads_on_the_host_free_and_uploads_once() -> None:
+    a, b = arrays(2)
+    limit_slots(1)
+    inc[1, N](a)
+    with sa.track_transfers() as t:
+        inc[1, N](b)  # spills a
+    assert counts(t) == (1, 1, 1) and t.records[0].spill and t.records[0].array == "a0"
+    assert a.location == "host"
+    with sa.track_transfers() as t:
+        np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1)
+    assert counts(t) == (0, 0, 0)
+    with sa.track_transfers() as t:
+        inc[1, N](a)  # uploads a once (and spills b)
+    assert counts(t) == (1, 1, 1) and t.records[0].array == "a1"
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 2)
+
+
+def test_free_device_and_array_death_lower_the_usage() -> None:
+    base = sa.device_memory_usage()
+    a, b = arrays(2)
+    inc[1, N](a)
+    inc[1, N](a[2:6])  # a cached device view: no new memory
+    inc[1, N](b[::2])
+    assert sa.device_memory_usage() == base + 2 * NBYTES
+    a.free_device()
+    assert sa.device_memory_usage() == base + NBYTES
+    view = b[1:3]
+    del b
+    gc.collect()
+    assert sa.device_memory_usage() == base + NBYTES  # the view keeps the memory alive
+    del view
+    gc.collect()
+    assert sa.device_memory_usage() == base
+    c = sa.zeros(N, where="gpu")
+    assert sa.device_memory_usage() == base + NBYTES
+    d = c.copy()  # a device-side copy: new device memory, charged
+    assert d.location == "gpu" and sa.device_memory_usage() == base + 2 * NBYTES
+    del c, d
+    gc.collect()
+    assert sa.device_memory_usage() == base
+
+
+def test_the_registry_never_keeps_arrays_alive() -> None:
+    (a,) = arrays(1)
+    inc[1, N](a)
+    ref = weakref.ref(a._alloc)
+    del a
+    gc.collect()
+    assert ref() is None
+
+
+def test_adopted_device_arrays_are_the_callers_memory() -> None:
+    base = sa.device_memory_usage()
+    device = cuda.to_device(np.arange(N, dtype=np.float64))
+    adopted = sa.SmartArray(device, copy=False)
+    assert sa.device_memory_usage() == base  # not allocated by smartarray, never evicted
+    limit_slots(0)
+    with sa.track_transfers() as t:
+        inc[1, N](adopted)  # needs no allocation
+    assert counts(t) == (0, 0, 0) and adopted.location == "gpu"
+    with pytest.raises(MemoryError):
+        sa.SmartArray(device, copy=True)  # a copy is smartarray's memory: within the limit
+    sa.set_device_memory_limit(None)
+    copied = sa.SmartArray(device, copy=True)
+    assert copied.location == "gpu" and sa.device_memory_usage() == base + NBYTES
+
+
+def test_exported_device_buffers_are_never_evicted() -> None:
+    a, b = arrays(2)
+    inc[1, N](a)
+    a._alloc.device_exported()  # what __cuda_array_interface__ does (real GPU only)
+    limit_slots(0.5)
+    with sa.track_transfers() as t, pytest.raises(MemoryError) as error:
+        inc[1, N](b)
+    assert "exported through __cuda_array_interface__: a0 (64 bytes)" in str(error.value)
+    assert counts(t) == (0, 0, 0) and a.location == "gpu"
+    a.free_device()  # downloads, but the exported buffer stays (and stays charged)
+    assert a._alloc._exported_device is not None
+    with pytest.raises(MemoryError, match="exported"):
+        inc[1, N](b)
+
+
+def test_busy_copies_are_evicted_after_idle_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    busy, idle, new = arrays(3)
+    limit_slots(2)
+    inc[1, N](busy)  # least recently used
+    inc[1, N](idle)
+    busy_alloc = busy._alloc
+    monkeypatch.setattr(type(busy_alloc), "device_busy", lambda self: self is busy_alloc)
+    with sa.track_transfers() as t:
+        inc[1, N](new)
+    assert [r.array for r in t.records if r.spill] == ["a1"]
+    assert busy.location == "gpu" and idle.location == "host"
+
+
+def test_the_array_being_copied_is_not_evicted_for_its_copy() -> None:
+    a, other = arrays(2)
+    inc[1, N](a)  # least recently used
+    inc[1, N](other)
+    limit_slots(0)
+    with sa.track_transfers() as t:
+        b = a.copy()  # a device-side copy of a
+    assert counts(t) == (0, 1, 1) and t.records[0].array == "a1"
+    assert a.location == "gpu" and b.location == "gpu" and other.location == "host"
+    np.testing.assert_array_equal(np.asarray(b), np.arange(N) + 1)
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1)
+
+
+def test_same_array_twice_in_a_launch_under_a_limit() -> None:
+    a, b = arrays(2)
+    limit_slots(1)
+    inc[1, N](b)
+    with sa.track_transfers() as t:
+        copy_kernel[1, N](a[:4], a[4:])
+    assert counts(t) == (1, 1, 1)  # b spilled, a uploaded once
+    np.testing.assert_array_equal(np.asarray(a), [4, 5, 6, 7, 4, 5, 6, 7])
+
+
+def test_spills_inside_no_transfers_are_refused() -> None:
+    dirty, clean, c = arrays(3)
+    limit_slots(2)
+    inc[1, N](dirty)
+    clean.to_gpu()
+    with sa.no_transfers():
+        kept = sa.empty(N, where="gpu")  # the clean copy goes: no copy needed
+        with pytest.raises(MemoryError):
+            sa.empty(N, where="gpu")  # only a spill would make room
+    assert dirty.location == "gpu" and kept.location == "gpu" and clean.location == "host"
+    np.testing.assert_array_equal(np.asarray(dirty), np.arange(N) + 1)
+    del c
+
+
+def test_lowering_the_limit_evicts_at_once() -> None:
+    a, b = arrays(2)
+    inc[1, N](a)
+    b.to_gpu()
+    base = sa.device_memory_usage() - 2 * NBYTES
+    with sa.track_transfers() as t:
+        sa.set_device_memory_limit(base + NBYTES)  # the clean copy b goes
+    assert counts(t) == (0, 0, 0) and b.location == "host" and a.location == "gpu"
+    with sa.track_transfers() as t:
+        sa.set_device_memory_limit(base)
+    assert counts(t) == (0, 1, 1) and a.location == "host"
+    assert sa.device_memory_limit() == base
+
+
+def test_bad_limits_are_refused_and_change_nothing() -> None:
+    sa.set_device_memory_limit("1 MiB")
+    assert sa.device_memory_limit() == 2**20
+    for bad, error in [(-1, ValueError), ("lots", ValueError), (1.5, TypeError), (True, TypeError)]:
+        with pytest.raises(error):
+            sa.set_device_memory_limit(bad)  # type: ignore[arg-type]
+    assert sa.device_memory_limit() == 2**20
+
+
+def test_results_of_cuda_ufuncs_are_charged() -> None:
+    add = numba_add_ufunc()
+    x, y, old = arrays(3)
+    inc[1, N](old)
+    limit = limit_slots(2)
+    with numba_ufunc_support(), sa.track_transfers() as t:
+        z = add(x, y)  # x and y fill the budget; the result is charged after the call
+    # Over the limit by the result, so the least recently used clean copy (x) goes.
+    assert counts(t) == (2, 0, 0)
+    assert z.location == "gpu" and x.location == "host" and old.location == "gpu"
+    assert sa.device_memory_usage() == limit
+    np.testing.assert_array_equal(np.asarray(z), 2 * np.arange(N) + 100)
+    _memory._peak_usage(reset=True)
+    with numba_ufunc_support():
+        total = add.reduce(x)  # a scratch copy, counted while the reduction runs
+    assert total == np.arange(N).sum()
+    assert _memory._peak_usage() <= limit and sa.device_memory_usage() <= limit
+
+
+def test_cuda_ufunc_arguments_exceeding_the_limit() -> None:
+    add = numba_add_ufunc()
+    x, y, out = arrays(3)
+    limit_slots(2)
+    with numba_ufunc_support(), pytest.raises(MemoryError, match="for a2"):
+        add(x, y, out=out)
+    assert [v.location for v in (x, y, out)] == ["host"] * 3
+    np.testing.assert_array_equal(np.asarray(out), np.arange(N) + 200)
+
+
+def _device_with_room_for(slots: int, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Make the simulated device run out of memory beyond ``slots`` live arrays of N."""
+    real = _backend.cuda().device_array
+    live: list[weakref.ref[object]] = []
+
+    def device_array(shape, dtype, order="C"):  # type: ignore[no-untyped-def]
+        live[:] = [r for r in live if r() is not None]
+        if len(live) >= slots:
+            raise RuntimeError("CUDA_ERROR_OUT_OF_MEMORY (simulated)")
+        array = real(shape, dtype=dtype, order=order)
+        live.append(weakref.ref(array))
+        return array
+
+    monkeypatch.setattr(_backend.cuda(), "device_array", device_array)
+    return live  # type: ignore[return-value]
+
+
+def test_real_out_of_memory_without_a_limit_evicts_and_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    xs = arrays(6)
+    _device_with_room_for(3, monkeypatch)
+    with sa.track_transfers() as t:
+        for _ in range(2):
+            for x in xs:
+                inc[1, N](x)
+    assert counts(t) == (12, 9, 9)
+    for k, x in enumerate(xs):
+        np.testing.assert_array_equal(np.asarray(x), np.arange(N) + 100 * k + 2)
+
+
+def test_out_of_memory_with_nothing_to_evict_names_the_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, b = arrays(2)
+    _device_with_room_for(1, monkeypatch)
+    with pytest.raises(MemoryError) as error:
+        add3[1, N](a, b, a)
+    message = str(error.value)
+    assert "out of device memory allocating 64 bytes for a1" in message
+    assert "no smartarray device memory limit is set" in message
+    assert "in use by this operation: a0 (64 bytes)" in message
+    assert a.location == "host" and b.location == "host"
+
+
+def test_threads_holding_each_others_victims_do_not_deadlock() -> None:
+    x, y, z, w = arrays(4)
+    x.to_gpu()
+    y.to_gpu()
+    limit_slots(0)  # x and y fill the budget
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def hold_and_allocate(held: sa.SmartArray, wanted: sa.SmartArray) -> None:
+        with held._alloc.lock:
+            barrier.wait()
+            try:
+                wanted.to_gpu()  # needs the other thread's array evicted
+                outcomes.append("fitted")
+            except MemoryError:
+                outcomes.append("no room")
+            barrier.wait()
+
+    threads = [
+        threading.Thread(target=hold_and_allocate, args=(x, z)),
+        threading.Thread(target=hold_and_allocate, args=(y, w)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads), "deadlock"
+    assert outcomes == ["no room", "no room"]
+    assert x.location == "both" and y.location == "both"
+    z.to_gpu()  # nothing held now: x, the least recently used, goes
+    assert x.location == "host" and z.location == "both"
+
+
+def test_threads_sharing_a_small_budget() -> None:
+    xs = arrays(6)
+    limit = limit_slots(3)
+
+    def worker(k: int) -> None:
+        mine = xs[2 * k : 2 * k + 2]
+        for step in range(20):
+            for x in mine:
+                x.to_gpu()  # device use: may evict the other threads' arrays
+                x += 1  # host write: the device copy goes stale
+                assert sa.device_memory_usage() <= limit
+            assert step >= 0
+
+    from helpers import run_in_threads
+
+    run_in_threads(worker, 3)
+    for k, x in enumerate(xs):
+        np.testing.assert_array_equal(np.asarray(x), np.arange(N) + 100 * k + 20)
+    assert _memory._peak_usage() <= limit
+
+
+def test_sizes_and_the_environment_variable() -> None:
+    assert _memory.parse_size("4GB") == 4 * 10**9
+    assert _memory.parse_size("512 MiB") == 512 * 2**20
+    assert _memory.parse_size("1.5k") == 1500
+    assert _memory.parse_size(" 100 ") == 100
+    assert _memory.parse_size(7) == 7
+    with pytest.raises(ValueError, match="4GB, 512MiB"):
+        _memory.parse_size("4 parsecs")
+    code = (
+        "import numpy as np, smartarray as sa; from helpers import inc; "
+        "xs = [sa.SmartArray(np.zeros(8)) for _ in range(3)]; "
+        "[inc[1, 8](x) for x in xs]; "
+        "print(sa.device_memory_limit(), sa.device_memory_usage(), sa.transfer_stats().spill_count)"
+    )
+    import os
+
+    os.environ[_memory.ENVIRONMENT_VARIABLE] = "0.128kB"
+    try:
+        proc = run_python(["-c", f"import sys; sys.path.insert(0, 'tests'); {code}"],
+                          simulator=True, timeout=120)  # fmt: skip
+        assert proc.stdout.split() == ["128", "128", "1"], proc.stderr
+        os.environ[_memory.ENVIRONMENT_VARIABLE] = "much"
+        proc = run_python(["-c", "import smartarray"], simulator=True, timeout=120)
+        assert proc.returncode != 0
+        assert "environment variable SMARTARRAY_DEVICE_MEMORY_LIMIT" in proc.stderr
+    finally:
+        del os.environ[_memory.ENVIRONMENT_VARIABLE]
