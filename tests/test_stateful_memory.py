@@ -1,0 +1,155 @@
+"""Property-based test of the device memory budget: random operations under a small limit.
+
+Four arrays, a random limit of one to four arrays' worth of device memory (plus a few odd
+bytes), and random kernel launches, host writes and reads, device reads, free_device calls,
+new device-born arrays and limit changes. After every step: every copy marked current holds
+what the model says (no stale read, no lost write), the usage is at most the limit (and never
+went above it within the step), it is exactly the device buffers the arrays hold, and every
+spill was of an array whose only current copy was on the device.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from numba import cuda
+
+import smartarray as sa
+from smartarray import _memory
+
+pytestmark = pytest.mark.device
+
+K = 4
+N = 8
+NBYTES = N * 8
+
+which = st.integers(0, K - 1)
+value = st.integers(-100, 100).map(float)
+
+
+@cuda.jit
+def _add(a, v):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] += v
+
+
+@cuda.jit
+def _copy(dst, src):
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+class BudgetMachine(RuleBasedStateMachine):
+    """Model: the true contents of each array."""
+
+    @initialize(slots=st.integers(1, 4), odd=st.integers(0, NBYTES - 1), data=st.data())
+    def create(self, slots: int, odd: int, data: st.DataObject) -> None:
+        gc.collect()
+        self.base = sa.device_memory_usage()
+        self.set_limit_to(slots, odd)
+        self.model = [
+            np.array(data.draw(st.lists(value, min_size=N, max_size=N))) for _ in range(K)
+        ]
+        self.arrays = [sa.SmartArray(m.copy(), label=f"x{k}") for k, m in enumerate(self.model)]
+
+    def set_limit_to(self, slots: int, odd: int) -> None:
+        self.slots = slots
+        self.limit = self.base + slots * NBYTES + odd
+        sa.set_device_memory_limit(self.limit)
+        _memory._peak_usage(reset=True)
+
+    def step(self, action):  # type: ignore[no-untyped-def]
+        """Run ``action``; check that spills were of device-only arrays."""
+        before = {a.label: a.location for a in self.arrays}
+        with sa.track_transfers() as t:
+            result = action()
+        for record in t.records:
+            if record.spill:
+                assert before[record.array] == "gpu", (record, before)
+        return result, t
+
+    @rule(i=which, v=value)
+    def kernel_adds(self, i: int, v: float) -> None:
+        _, t = self.step(lambda: _add[1, N](self.arrays[i], v))
+        assert t.h2d_count <= 1
+        self.model[i] += v
+
+    @rule(i=which, j=which)
+    def kernel_copies(self, i: int, j: int) -> None:
+        if i == j:
+            return
+        dst, src = self.arrays[j], self.arrays[i]
+        locations = (dst.location, src.location)
+        if self.slots < 2:  # the two arguments alone do not fit
+            with pytest.raises(MemoryError, match="in use by this operation"):
+                self.step(lambda: _copy[1, N](sa.Out(dst), sa.In(src)))
+            assert dst.location == locations[0]  # the failed launch's output is untouched
+            return
+        self.step(lambda: _copy[1, N](sa.Out(dst), sa.In(src)))
+        self.model[j] = self.model[i].copy()
+
+    @rule(i=which, k=st.integers(0, N - 1), v=value)
+    def host_writes(self, i: int, k: int, v: float) -> None:
+        _, t = self.step(lambda: self.arrays[i].__setitem__(k, v))
+        assert t.spill_count == 0 and t.h2d_count == 0
+        self.model[i][k] = v
+
+    @rule(i=which)
+    def host_reads(self, i: int) -> None:
+        got, t = self.step(lambda: np.array(self.arrays[i]))
+        assert t.spill_count == 0 and t.count <= 1
+        np.testing.assert_array_equal(got, self.model[i])
+
+    @rule(i=which)
+    def device_reads(self, i: int) -> None:
+        device, _ = self.step(lambda: self.arrays[i].get("gpu"))
+        np.testing.assert_array_equal(device.copy_to_host(), self.model[i])
+
+    @rule(i=which)
+    def frees_device(self, i: int) -> None:
+        _, t = self.step(self.arrays[i].free_device)
+        assert t.spill_count == 0 and self.arrays[i]._alloc.device is None
+
+    @rule(i=which, v=value)
+    def replaces_with_a_device_born_array(self, i: int, v: float) -> None:
+        new, _ = self.step(lambda: sa.full(N, v, where="gpu"))
+        self.arrays[i] = new  # the old one dies: its device memory is uncharged
+        self.model[i] = np.full(N, v)
+
+    @rule(slots=st.integers(1, 4), odd=st.integers(0, NBYTES - 1))
+    def changes_the_limit(self, slots: int, odd: int) -> None:
+        self.step(lambda: self.set_limit_to(slots, odd))
+
+    @invariant()
+    def every_current_copy_holds_the_model(self) -> None:
+        for array, expected in zip(self.arrays, self.model, strict=True):  # no ledger copies
+            alloc = array._alloc
+            assert alloc.is_valid("host") or alloc.is_valid("gpu")
+            if alloc.is_valid("host"):
+                assert alloc.host is not None
+                np.testing.assert_array_equal(alloc.host, expected)
+            if alloc.is_valid("gpu"):
+                assert alloc.device is not None
+                np.testing.assert_array_equal(alloc.device.copy_to_host(), expected)
+
+    @invariant()
+    def usage_is_within_the_limit_and_exact(self) -> None:
+        usage = sa.device_memory_usage()
+        assert usage <= self.limit and _memory._peak_usage() <= self.limit
+        held = sum(NBYTES for a in self.arrays if a._alloc._device_owned)
+        assert usage - self.base == held
+
+    def teardown(self) -> None:
+        sa.set_device_memory_limit(None)
+        self.arrays = []  # hypothesis may keep this machine: its arrays must go now
+
+
+BudgetMachine.TestCase.settings = settings(max_examples=50, stateful_step_count=20, deadline=None)
+TestBudget = BudgetMachine.TestCase
