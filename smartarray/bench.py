@@ -18,6 +18,10 @@ Timings (real GPU only)
     ``@vectorize(target='cuda')`` ufunc (SmartArrays with ``out=``, and with the host-array
     code unchanged, a new result each call), with the ratios (c)/(b) and SmartArrays / device
     inputs and output.
+Oversubscription and pinned pool (:mod:`smartarray.bench_memory`)
+    A workload three times the device memory limit: bytes moved (and, on a GPU, time)
+    against a hand-written out-of-core loop; pinned SmartArray creation with and without the
+    pinned pool (GPU only).
 CPU ``@njit`` overhead (every tier)
     Per-call overhead of passing a SmartArray instead of an ndarray to an ``@njit`` function,
     measured by :mod:`smartarray.bench_njit` when that module is present.
@@ -637,6 +641,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         results["timings_note"] = GPU_TIMINGS_NEED_A_GPU
         print(f"\n{GPU_TIMINGS_NEED_A_GPU}")
+
+    from . import bench_memory
+
+    results["memory"], report = bench_memory.run(tier, args.quick)
+    print(f"\n{report}")
 
     print("\nCPU: ", end="")
     results["njit"], report = njit_overhead()

@@ -61,6 +61,11 @@ def test_bench_quick_in_simulator(tmp_path: Path) -> None:
     add = {row["variant"]: row for row in results["transfers"]["add"]}
     assert (add["smartarray"]["h2d_count"], add["smartarray"]["d2h_count"]) == (2, 1)
     assert add["host"]["h2d_count"] == 2 * add["host"]["calls"]
+    memory = {row["workload"]: row for row in results["memory"]["oversubscription"]}
+    for row in memory.values():  # a workload 3x the device memory limit
+        assert row["arrays"] == 3 * row["limit_arrays"] and row["spill_count"] > 0
+        assert row["ratio"] <= 1.10 and row["d2h_ratio"] <= 1.10
+    assert "Oversubscription: data 3x the device memory limit" in out
     if results.get("njit") is not None:
         assert results["njit"]["ratio"] > 0
     try:
