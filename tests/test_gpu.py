@@ -310,3 +310,90 @@ def test_unaligned_field_view_in_a_kernel() -> None:
     records = sa.SmartArray(np.zeros(64, dtype=[("a", "i4"), ("b", "f8")]))
     inc[1, 64](records["b"])  # float64 at offset 4, stride 12: byte accesses, no fault
     assert np.asarray(records)["b"].tolist() == [1.0] * 64
+
+
+# --- device memory budget, pinned pool, RMM ---------------------------------------------------
+
+
+@pytest.fixture
+def no_limit_after():  # type: ignore[no-untyped-def]
+    yield
+    sa.set_device_memory_limit(None)
+
+
+@pytest.mark.usefixtures("no_limit_after")
+def test_spill_waits_for_a_kernel_on_another_stream() -> None:
+    stream = cuda.stream()
+    a = sa.zeros(N, label="in flight")
+    blocks = (N + 255) // 256
+    spin_add[blocks, 256, stream](a, 3.0, 20000)  # long: likely in flight when evicted
+    with sa.track_transfers() as t:
+        sa.set_device_memory_limit(0)  # evicts everything; a's spill waits for its kernel
+    assert "in flight" in [r.array for r in t.records if r.spill]
+    assert a._alloc.device is None and a.location == "host"
+    with sa.track_transfers() as t:
+        np.testing.assert_allclose(np.asarray(a), np.full(N, 3.0))
+    assert (t.h2d_count, t.d2h_count) == (0, 0)
+
+
+@pytest.mark.usefixtures("no_limit_after")
+def test_an_array_exported_to_cupy_is_never_evicted() -> None:
+    cp = pytest.importorskip("cupy")
+    a = sa.SmartArray(np.arange(1 << 20, dtype=np.float32), label="exported")
+    view = cp.asarray(a)
+    b = sa.SmartArray(np.zeros(1 << 20, dtype=np.float32))
+    sa.set_device_memory_limit(a.nbytes)  # everything else is evicted
+    with pytest.raises(MemoryError, match=r"exported through __cuda_array_interface__: exported"):
+        b.to_gpu()
+    view += 1  # CuPy writes the buffer: still smartarray's device copy
+    np.testing.assert_array_equal(np.asarray(a), np.arange(1 << 20) + 1)
+
+
+def test_pinned_pool_buffers_are_reused_and_page_locked() -> None:
+    sa.release_pinned_pool()
+    a = sa.zeros(1 << 20)
+    address = a._alloc.host.ctypes.data
+    inc[(1 << 20) // 256, 256](a)
+    del a
+    b = sa.empty(1 << 20)
+    assert b._alloc.host.ctypes.data == address
+    b.fill(1.0)
+    stream = cuda.stream()
+    b.to_gpu(stream)  # an asynchronous upload (needs page-locked memory to be one)
+    stream.synchronize()
+    assert b.location == "both"
+    np.testing.assert_array_equal(b.get("gpu").copy_to_host(), np.ones(1 << 20))
+    del b
+    assert sa.release_pinned_pool() >= 8 << 20
+
+
+_RMM_SCRIPT = """
+import numpy as np, rmm
+rmm.reinitialize(pool_allocator=True, initial_pool_size=2**24, maximum_pool_size=2**24)
+import smartarray as sa
+from numba import cuda
+from helpers import inc
+manager = cuda.current_context().memory_manager
+assert type(manager).__module__.startswith("rmm"), type(manager)
+n = 1 << 20  # 8 MiB each; the 16 MiB pool holds one (RMM's own overhead aside)
+xs = [sa.SmartArray(np.arange(n, dtype=np.float64) + k) for k in range(4)]
+for _ in range(2):  # no smartarray limit: RMM runs out, smartarray evicts and retries
+    for x in xs:
+        inc[n // 256, 256](x)
+for k, x in enumerate(xs):
+    np.testing.assert_array_equal(np.asarray(x), np.arange(n) + k + 2)
+print("spills", sa.transfer_stats().spill_count)
+"""
+
+
+def test_smartarrays_work_with_rmm_as_numbas_memory_manager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("rmm")
+    from helpers import run_python
+
+    monkeypatch.setenv("NUMBA_CUDA_MEMORY_MANAGER", "rmm.allocators.numba")
+    script = "import sys; sys.path.insert(0, 'tests')\n" + _RMM_SCRIPT
+    proc = run_python(["-c", script], simulator=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert int(proc.stdout.split()[-1]) > 0
