@@ -178,8 +178,13 @@ def is_out_of_memory(exc: BaseException) -> bool:
     """True for numba-cuda's ``CUDA_ERROR_OUT_OF_MEMORY`` and memory managers' ``MemoryError``."""
     if isinstance(exc, MemoryError):  # e.g. RMM's std::bad_alloc through Numba's EMM plugin
         return True
-    code = getattr(exc, "code", None)  # numba-cuda's CudaAPIError(code, msg)
-    text = f"{type(exc).__name__} {exc} {code}"
+    if tier() == "gpu":
+        from numba.cuda.cudadrv.driver import CudaAPIError, binding
+
+        out_of_memory = binding.CUresult.CUDA_ERROR_OUT_OF_MEMORY
+        if isinstance(exc, CudaAPIError) and exc.code == out_of_memory:
+            return True
+    text = f"{type(exc).__name__} {exc}"  # other managers' errors, and tests' stand-ins
     return "OUT_OF_MEMORY" in text or "out of memory" in text.lower()
 
 

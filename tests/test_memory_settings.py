@@ -53,3 +53,20 @@ def test_the_environment_variable_sets_the_initial_limit(monkeypatch: pytest.Mon
     proc = run_python(["-c", "import smartarray"], simulator=True, timeout=120)
     assert proc.returncode != 0
     assert "environment variable SMARTARRAY_DEVICE_MEMORY_LIMIT: cannot read 'much'" in proc.stderr
+
+
+@pytest.mark.skipif(sa.tier() == "simulator", reason="the simulator replaces numba-cuda's driver")
+def test_cuda_out_of_memory_errors_are_recognised() -> None:
+    from numba.cuda.cudadrv.driver import CudaAPIError, binding
+
+    from smartarray import _backend
+
+    out_of_memory = CudaAPIError(
+        binding.CUresult.CUDA_ERROR_OUT_OF_MEMORY,
+        "Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY",
+    )
+    other = CudaAPIError(binding.CUresult.CUDA_ERROR_INVALID_VALUE, "bad value")
+    assert _backend.is_out_of_memory(out_of_memory)
+    assert _backend.is_out_of_memory(MemoryError("std::bad_alloc: out_of_memory"))  # RMM
+    assert not _backend.is_out_of_memory(other)
+    assert not _backend.is_out_of_memory(RuntimeError("a kernel failed"))
