@@ -217,7 +217,13 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 "(e.g. cupy.ascontiguousarray or copy_to_device into a new device array)"
             )
         _backend.check_device_dtype(device.dtype)
+        strides = [tuple(device.strides)]
         if copy:  # a device buffer of smartarray's own, within the device memory budget
+
+            def write(new: Any) -> None:
+                _backend.copy_d2d(device, new, stream)
+                strides[0] = tuple(new.strides)
+
             alloc = Allocation.on_device(
                 tuple(device.shape),
                 np.dtype(device.dtype),
@@ -225,8 +231,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 host_memory=_backend.default_host_memory(),
                 label=label,
                 stream=stream,
+                write=write,
             )
-            _backend.copy_d2d(device, alloc.device, stream)
         else:
             alloc = Allocation(
                 tuple(device.shape),
@@ -241,7 +247,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         # The copy (or, adopted, whoever made the data) may still be running: later device
         # work waits for it (for a copy on ``stream``, for the default stream otherwise).
         alloc.device_written(stream if copy else None)
-        self._init_view(alloc, 0, alloc.shape, tuple(device.strides), alloc.dtype)
+        self._init_view(alloc, 0, alloc.shape, strides[0], alloc.dtype)
 
     def _init_from_host(
         self,
@@ -817,6 +823,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 and min(self._strides, default=0) >= 0
             ):
                 source = self._device_view()
+                strides: list[tuple[int, ...]] = []
+
+                def write(target: Any) -> None:
+                    _backend.copy_d2d(source, target)
+                    strides.append(tuple(target.strides))
+
                 # (this thread holds alloc's lock: the budget never evicts the source)
                 new = Allocation.on_device(
                     self._shape,
@@ -825,15 +837,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                     host_memory=alloc.host_memory
                     if alloc.host_memory != "mapped"
                     else _backend.default_host_memory(),
+                    write=write,
                 )
-                target = new.device
-                _backend.copy_d2d(source, target)
                 # Device work on the default stream: later work on other streams waits for it.
                 alloc.device_read(None)
                 new.device_written(None)
-                return SmartArray._view(
-                    new, 0, self._shape, tuple(target.strides), self._dtype, True, None
-                )
+                return SmartArray._view(new, 0, self._shape, strides[0], self._dtype, True, None)
             host = np.array(self._host_view(write=False), order=order, copy=True)  # type: ignore[call-overload]
         return SmartArray._adopt(host)
 

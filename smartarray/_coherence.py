@@ -32,6 +32,7 @@ from __future__ import annotations
 import enum
 import itertools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -127,11 +128,14 @@ class Allocation:
         host_memory: HostMemory,
         label: str | None = None,
         stream: Any = None,
+        write: Callable[[Any], None] | None = None,
     ) -> Allocation:
-        """A new allocation whose (uninitialised) device copy is the current one.
+        """A new allocation whose device copy is the current one.
 
-        The device buffer is allocated within the device memory budget; the host buffer is
-        allocated when the host first needs it. The caller writes the device buffer.
+        The device buffer is allocated within the device memory budget, and ``write(device)``
+        (if given) fills it while the allocation's lock is held, so that no other thread can
+        evict the new copy before it holds its data. The host buffer is allocated when the
+        host first needs it.
         """
         if host_memory == "mapped":
             raise ValueError("mapped memory has no separate device buffer")
@@ -139,8 +143,11 @@ class Allocation:
             shape, dtype, order, host=None, device=None, state=State.HOST,
             host_memory=host_memory, label=label,
         )  # fmt: skip
-        alloc._device_buffer(stream)
-        alloc.state = State.DEVICE
+        with alloc.lock:
+            device = alloc._device_buffer(stream)
+            alloc.state = State.DEVICE
+            if write is not None:
+                write(device)
         return alloc
 
     # --- queries -------------------------------------------------------------------------

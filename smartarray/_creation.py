@@ -108,8 +108,10 @@ def full(
     array = empty(shape, dtype, order, where, host_memory=host_memory, stream=stream)
     alloc = array._alloc
     if side == "gpu" and alloc.host_memory != "mapped":
-        _backend.device_fill(alloc.device, value[()], stream)
-        alloc.device_written(stream)
+        with alloc.lock:  # (allocated again if another thread evicted it meanwhile)
+            device = alloc.prepare_device_write(True, stream)
+            _backend.device_fill(device, value[()], stream)
+            alloc.device_written(stream)
     else:
         array.fill(value[()])
     return array

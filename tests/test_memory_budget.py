@@ -41,8 +41,11 @@ def copy_kernel(dst, src):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
-def _no_limit_after() -> Iterator[None]:
-    gc.collect()  # arrays of earlier tests: their device memory is uncharged
+def _empty_budget() -> Iterator[None]:
+    """Start with no device copy held by earlier tests' arrays (dead or alive), no limit."""
+    gc.collect()
+    sa.set_device_memory_limit(0)  # evicts whatever can be evicted
+    sa.set_device_memory_limit(None)
     yield
     sa.set_device_memory_limit(None)
 
@@ -420,3 +423,23 @@ def test_threads_sharing_a_small_budget() -> None:
     for k, x in enumerate(xs):
         np.testing.assert_array_equal(np.asarray(x), np.arange(N) + 100 * k + 20)
     assert _memory._peak_usage() <= limit
+
+
+def test_a_new_device_copy_cannot_be_evicted_before_it_holds_its_data() -> None:
+    from smartarray._coherence import Allocation
+
+    source = cuda.to_device(np.arange(N, dtype=np.float64))
+
+    def write(new: object) -> None:
+        _backend.copy_d2d(source, new)
+        other = threading.Thread(target=sa.set_device_memory_limit, args=(0,))
+        other.start()  # another thread evicts everything it can, now
+        other.join()
+
+    alloc = Allocation.on_device((N,), np.dtype(np.float64), "C", host_memory="pageable",
+                                 write=write)  # fmt: skip
+    assert alloc.device is not None and alloc.state.value == "gpu"
+    with sa.track_transfers() as t:
+        sa.set_device_memory_limit(0)  # now it can go: spilled with its data
+    assert counts(t) == (0, 1, 1) and alloc.device is None
+    np.testing.assert_array_equal(alloc.host, np.arange(N))
