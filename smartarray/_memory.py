@@ -294,10 +294,11 @@ def temporary_device(
 ) -> Iterator[Any]:
     """A scratch device array, counted against the limit while the block runs."""
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    _reserve(nbytes, f"a scratch copy of {label}", keep)
+    what = f"a scratch copy of {label}"
+    _reserve(nbytes, what, keep)
     try:
         yield _make_evicting_on_oom(
-            nbytes, label, keep, lambda: _backend.device_empty(shape, dtype, "C")
+            nbytes, what, keep, lambda: _backend.device_empty(shape, dtype, "C")
         )
     finally:
         with _BUDGET.lock:
