@@ -443,3 +443,16 @@ def test_a_new_device_copy_cannot_be_evicted_before_it_holds_its_data() -> None:
         sa.set_device_memory_limit(0)  # now it can go: spilled with its data
     assert counts(t) == (0, 1, 1) and alloc.device is None
     np.testing.assert_array_equal(alloc.host, np.arange(N))
+
+
+def test_a_launch_failing_while_its_arguments_are_prepared_restores_their_flags() -> None:
+    a, b = arrays(2)
+    a.to_gpu()  # both copies current
+    frozen = np.zeros(N)
+    frozen.flags.writeable = False
+    read_only = sa.SmartArray(frozen, copy=False)
+    with sa.track_transfers() as t, pytest.raises(ValueError, match="read-only"):
+        add3[1, N](a, read_only, b)  # a is prepared (device copy about to be written) first
+    assert counts(t) == (0, 0, 0)
+    assert a.location == "both" and b.location == "host"  # as before the launch
+    assert not _memory._BUDGET.launches  # nothing stays pinned
