@@ -230,7 +230,7 @@ def pinned_pool_timings(n: int, creations: int, repeats: int) -> list[dict[str, 
 
 def run(tier: str, quick: bool) -> tuple[dict[str, Any], str]:
     """The oversubscription (and, on a GPU, pinned pool) benchmarks and their report."""
-    sizes = {("gpu", False): 1 << 24, ("gpu", True): 1 << 20}  # simulator: small (slow)
+    sizes = {("gpu", False): 1 << 23, ("gpu", True): 1 << 20}  # simulator: small (slow)
     n = sizes.get((tier, quick), 256 if quick else 1024)
     passes = 2 if quick else 3
     timed = tier == "gpu"
