@@ -27,7 +27,6 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models
-from numba.core.imputils import impl_ret_borrowed
 from numba.core.typeconv import Conversion
 from numba.extending import (
     NativeValue,
@@ -412,7 +411,13 @@ def _type_array_wrap(context: Any) -> Any:
 
 @lower_builtin("__array_wrap__", SmartArrayType, types.Array)
 def _lower_array_wrap(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-    return impl_ret_borrowed(context, builder, sig.return_type, args[1])
+    # Numba calls this only from ``npyimpl._build_array``, with the array it has just
+    # allocated for a ufunc or array-expression result (``args[1]``, never an alias of the
+    # input ``args[0]``), and uses what it returns in place of that array, without touching
+    # reference counts: the one reference of the fresh array is handed on as it is (no
+    # incref, which would leak every result). The SmartArray type has the plain array's
+    # data model, so the value itself needs no conversion.
+    return args[1]
 
 
 @overload_classmethod(SmartArrayType, "_allocate", target="CPU")
