@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from . import _backend, _numpy_protocols
+from . import _adoption, _backend, _numpy_protocols
 from ._coherence import Allocation, State
 from ._errors import HostMemory, Where, normalize_host_memory, normalize_where
 from ._layout import (
@@ -56,7 +56,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     copy : bool, default True
         ``False`` adopts ``obj`` without copying when it is a contiguous ndarray, a SmartArray
         (the result shares its state) or a contiguous device array; ``ValueError`` if that is
-        impossible (non-contiguous data, a different dtype).
+        impossible (non-contiguous data, a different dtype) or if the memory is already
+        adopted by a live writable SmartArray. An adopted ndarray, and every ndarray it is a
+        view of, is made read-only while the SmartArray lives: writes through it could not
+        be seen by the coherence state (write through the SmartArray instead).
     shape : int or tuple of int, optional
         Shape of a new uninitialised array (when ``obj`` is None).
     dtype : data-type, optional
@@ -259,9 +262,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                         f"copy=False cannot adopt a {obj.dtype} ndarray as {np.dtype(dtype)}; "
                         "use copy=True"
                     )
-                if type(obj) is not np.ndarray:
-                    obj = obj.view(np.ndarray)
-                host = obj
+                # A view of our own: the caller's ndarray is made read-only below, this
+                # view (made before) stays writeable.
+                host = obj.view(np.ndarray)
             else:
                 try:  # buffer and array-interface objects can be adopted; lists cannot
                     host = np.asarray(obj, dtype=dtype, copy=False)
@@ -305,6 +308,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             host_memory=memory,
             label=label,
         )
+        if not copy:
+            # Writes through the caller's ndarray would be invisible to the coherence state:
+            # lock it read-only while this memory is adopted (and refuse a second adoption).
+            _adoption.adopt(
+                obj if isinstance(obj, np.ndarray) else None, host, alloc, alloc.label
+            )
         # An adopted read-only ndarray gives a read-only SmartArray: its memory is not ours.
         writeable = bool(host.flags.writeable)
         self._init_view(alloc, 0, alloc.shape, tuple(host.strides), alloc.dtype, writeable)
@@ -359,16 +368,36 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         if type(data) is not np.ndarray:
             data = data.view(np.ndarray)
         if _contiguity(data.shape, data.strides, data.itemsize) is not None:
-            return cls(data, copy=False)
+            return cls._own(data)
         axes = sorted(range(data.ndim), key=lambda i: -data.strides[i])
         in_memory_order = data.transpose(axes)
         if not in_memory_order.flags.c_contiguous:
-            return cls(np.ascontiguousarray(data), copy=False)
-        owner = cls(in_memory_order, copy=False)
+            return cls._own(np.ascontiguousarray(data))
+        owner = cls._own(in_memory_order)
         offset = data.ctypes.data - in_memory_order.ctypes.data
         return cls._view(
             owner._alloc, offset, data.shape, data.strides, data.dtype, owner._writeable, None
         )
+
+    @classmethod
+    def _own(cls, host: np.ndarray) -> SmartArray:
+        """A new SmartArray whose host buffer is ``host``, a contiguous ndarray that nobody
+        else holds (a fresh result): no copy, and none of the locking explicit adoption
+        (``copy=False``) of a caller's ndarray does."""
+        layout = _contiguity(host.shape, host.strides, host.itemsize)
+        if layout is None:
+            raise AssertionError("_own needs a contiguous ndarray")
+        alloc = Allocation(
+            host.shape,
+            host.dtype,
+            layout,
+            host=host,
+            device=None,
+            state=State.HOST,
+            host_memory="pageable",
+        )
+        writeable = bool(host.flags.writeable)
+        return cls._view(alloc, 0, alloc.shape, tuple(host.strides), alloc.dtype, writeable, None)
 
     # --- coherence API (the old numba.SmartArray API) ---------------------------------------
 
@@ -639,7 +668,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             return self._apply_view(lambda t: t.imag)
         zeros = np.zeros(self._shape, self._dtype)  # no need to read (or copy) any data
         zeros.flags.writeable = False
-        return SmartArray(zeros, copy=False)
+        return SmartArray._own(zeros)
 
     @imag.setter
     def imag(self, value: Any) -> None:
