@@ -31,6 +31,7 @@ from ._layout import (
     _validate_assignment,
     _view_key,
 )
+from ._shuffle_guard import ensure_shuffle_guard
 
 try:  # The kernel-argument hook: numba.cuda calls to_device() on every ArgHint argument.
     from numba.cuda.args import ArgHint as _ArgHint
@@ -677,6 +678,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         self.imag[...] = value
 
     def __len__(self) -> int:
+        # numpy's shuffle asks len() first: stop it before it swaps views (_shuffle_guard).
+        ensure_shuffle_guard()
         if not self._shape:
             raise TypeError("len() of unsized object")
         return self._shape[0]
