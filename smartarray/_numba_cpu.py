@@ -27,6 +27,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models
+from numba.core.runtime.nrt import MemInfo
 from numba.core.typeconv import Conversion
 from numba.extending import (
     NativeValue,
@@ -122,15 +123,22 @@ def smartarray_from_jit(result: np.ndarray, parent: Any) -> SmartArray:
 
     ``parent`` is the host ndarray the result was derived from (Numba's array ``parent``), if
     any: the argument's own jit host view gives back the argument itself (``result is
-    parent``) or a SmartArray view sharing its coherence state.
+    parent``) or a SmartArray view sharing its coherence state. Views Numba makes without a
+    parent (``np.broadcast_to``, ``as_strided``, ``sliding_window_view``) still point into
+    the argument's memory: their NRT meminfo (the boxed ndarray's ``base``) holds the jit
+    host view they came from, so they too come back as views of the argument, read-only
+    where Numba typed them so (as numpy's are).
     """
+    owner = None
     if parent is not None:
         owner = _owner_of(parent)
-        if owner is not None:
-            if result is parent:
-                return owner
-            return SmartArray._from_numpy_result(result, [owner])
-    return SmartArray._from_numpy_result(result, [])
+        if owner is not None and result is parent:
+            return owner
+    if owner is None:
+        meminfo: Any = result.base
+        if type(meminfo) is MemInfo and meminfo.parent is not None:
+            owner = _owner_of(meminfo.parent)
+    return SmartArray._from_numpy_result(result, [] if owner is None else [owner])
 
 
 # What compiled boxing code fetches from Python, once per compiled module, in this order: the
