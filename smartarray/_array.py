@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy as _copy
 import functools
 import numbers
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -800,7 +801,33 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return format(self._host_view(write=False), spec)
 
     def __bool__(self) -> bool:
-        return bool(self._host_view(write=False))
+        """Truth value, as numpy's, never copying data just to refuse it.
+
+        A one-element array (0-d included) is as true as its element: that needs the value,
+        read like ``a.item()`` (the host copy made current, one copy if it was stale). Any
+        other array raises numpy's ``ValueError`` without reading data, except when asked
+        by numba-cuda's own code, written for Numba device arrays, whose truth is
+        ``len(a) > 0`` (``if not out:`` in ``numba.cuda.kernels.transpose``).
+        """
+        if self.size == 1:
+            with self._alloc.lock:
+                return bool(self._host_view(write=False))
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.startswith(("numba.cuda.", "numba_cuda.")):
+            return self._shape[0] > 0
+        hint = (
+            " (code written for Numba device arrays, such as `if not out:`, should test "
+            "`out is None`)"
+        )
+        if self.size == 0:
+            raise ValueError(
+                "The truth value of an empty array is ambiguous. Use `array.size > 0` to "
+                "check that an array is not empty." + hint
+            )
+        raise ValueError(
+            "The truth value of an array with more than one element is ambiguous. Use "
+            "a.any() or a.all()" + hint
+        )
 
     def __int__(self) -> int:
         return int(self._host_view(write=False))  # type: ignore[call-overload]
