@@ -595,8 +595,33 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """Tuple of array dimensions."""
+        """Tuple of array dimensions.
+
+        Settable, like ``ndarray.shape``, only when the new shape needs no copy (numpy's
+        ``AttributeError`` otherwise, nothing changed); other views of the data keep theirs.
+        """
         return self._shape
+
+    @shape.setter
+    def shape(self, value: Any) -> None:
+        # numpy's rule: a C-order reshape that gives a view. Bad shapes fail on a probe with
+        # real memory; numpy's own setter would copy the (fake-address) template to find out
+        # that a copy is needed, so that is asked through reshape(copy=False).
+        _layout_probe(self._shape, np.dtype(np.bool_)).reshape(value)
+        try:
+            template = self._template().reshape(value, copy=False)
+        except ValueError:
+            raise AttributeError(
+                "Incompatible shape for in-place modification. Use `.reshape()` to make a "
+                "copy with the desired shape."
+            ) from None
+        if template.shape == self._shape and template.strides == self._strides:
+            return
+        with self._alloc.lock:
+            for key in _LAYOUT_CACHES:  # everything cached for the old layout
+                self.__dict__.pop(key, None)
+            self._shape = tuple(template.shape)
+            self._strides = tuple(template.strides)
 
     @property
     def dtype(self) -> np.dtype:
@@ -740,6 +765,21 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                     alloc.mark_changed("host")
                 raise
             alloc.mark_changed("host")
+
+    def __buffer__(self, flags: int) -> memoryview:
+        """Buffer protocol (Python 3.12+, ``memoryview(a)``): the host copy, read-only.
+
+        A writable buffer is refused (``BufferError``): writes through it could not be seen
+        by the coherence state. Use ``a.get('host')`` and ``a.mark_changed('host')``.
+        """
+        if flags & _PYBUF_WRITABLE:
+            raise BufferError(
+                "a SmartArray exports only read-only buffers (writes through them would be "
+                "invisible to its coherence state); write through a.get('host') and call "
+                "a.mark_changed('host')"
+            )
+        with self._alloc.lock:
+            return memoryview(self._host_view(write=False))  # type: ignore[arg-type]
 
     def __contains__(self, value: Any) -> bool:
         return value in self._host_view(write=False)
@@ -1049,6 +1089,22 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         from ._numba_cuda import export_cuda_array_interface
 
         return export_cuda_array_interface(self)
+
+
+_PYBUF_WRITABLE = 0x0001  # inspect.BufferFlags.WRITABLE (Python 3.12+)
+
+# What a SmartArray caches for its layout (dropped when its shape is set): host views, the
+# layout template, its Numba types and the host views handed to compiled code.
+_LAYOUT_CACHES = (
+    "_host_rw",
+    "_host_ro",
+    "_template_cache",
+    "_numba_type_",
+    "_numba_type_readonly",
+    "_numba_type_writeable",
+    "_jit_rw",
+    "_jit_ro",
+)
 
 
 def _covers(layout: np.ndarray, alloc: Allocation) -> bool:

@@ -121,6 +121,9 @@ class _Call:
             return self.SmartArray._from_numpy_result(result, self.arrays)
         if type(result) in (list, tuple):
             return type(result)(self.wrap(item) for item in result)
+        if isinstance(result, tuple) and hasattr(result, "_fields"):
+            # numpy's named results (np.linalg.eigh, svd, qr, slogdet...)
+            return type(result)(*(self.wrap(item) for item in result))
         return result
 
 
