@@ -22,6 +22,7 @@ Run with a GPU, or anywhere with the CUDA simulator::
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 
@@ -148,4 +149,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if sa.tier() == "host-only":  # no GPU and no simulator: say how to run it instead
+        sys.exit(
+            "add_ufunc_progression.py needs a CUDA GPU or Numba's CUDA simulator, and "
+            "this machine has no CUDA. Run it in the simulator:\n"
+            "    NUMBA_ENABLE_CUDASIM=1 python examples/add_ufunc_progression.py"
+        )
     main()

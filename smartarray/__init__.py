@@ -23,6 +23,7 @@ from ._creation import (
 from ._cuda_ufuncs import SmartUFunc, cuda_ufunc, install_dispatch_hooks
 from ._errors import DeviceUnavailableError, TransferError
 from ._intents import In, InOut, Out
+from ._launch_guard import install_launch_guard
 from ._numba_types import SmartArrayType, numba_type
 from ._transfer import (
     TransferRecord,
@@ -34,6 +35,7 @@ from ._transfer import (
 )
 
 install_dispatch_hooks()  # plain CUDA ufuncs handle SmartArrays precisely
+install_launch_guard()  # launches without CUDA raise DeviceUnavailableError
 
 __version__ = "0.1.0"
 

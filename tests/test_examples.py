@@ -51,3 +51,12 @@ def test_example_runs(path: Path) -> None:
     assert "ledger: host->device:" in proc.stdout, output
     for line in KEY_OUTPUT[path.stem]:
         assert line in proc.stdout, f"missing {line!r} in:\n{output}"
+
+
+@pytest.mark.hostonly
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_without_cuda_says_how_to_run_it(path: Path) -> None:
+    proc = run_python([str(path)], simulator=False, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert f"NUMBA_ENABLE_CUDASIM=1 python examples/{path.name}" in proc.stderr
