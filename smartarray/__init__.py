@@ -1,7 +1,8 @@
 """smartarray: a numpy-compatible array that keeps a host and a CUDA device copy coherent.
 
-Set ``NUMBA_ENABLE_CUDASIM=1`` *before* importing smartarray (or numba.cuda) to use Numba's
-CUDA simulator on a machine without a GPU.
+Set ``NUMBA_ENABLE_CUDASIM=1`` in the environment *before numba is first imported* (before
+the process starts, e.g. ``NUMBA_ENABLE_CUDASIM=1 python script.py``; importing smartarray
+imports numba) to use Numba's CUDA simulator on a machine without a GPU.
 """
 
 from __future__ import annotations

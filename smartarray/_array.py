@@ -66,17 +66,19 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         Shape of a new uninitialised array (when ``obj`` is None).
     dtype : data-type, optional
         Element type (default: inferred from ``obj``, else float64).
-    order : {'C', 'F'}, optional
-        Memory layout of new buffers.
+    order : {None, 'C', 'F', 'A', 'K'}, default None
+        Memory layout of new buffers (None: C order for a new array, the data's own layout
+        for a copy, like ``'K'``).
     where : {'host', 'gpu'}, default 'host'
         Where a new array is made (``'device'`` is an alias of ``'gpu'``). With no ``obj`` and
         ``where='gpu'`` memory is allocated on the device only; the host buffer comes later,
         when the host first needs it. With ``obj`` and ``where='gpu'`` the data is uploaded
         at once.
-    host_memory : {'pinned', 'pageable', 'mapped'}, optional
-        Kind of host buffer. Default: ``'pinned'`` on a real GPU, else ``'pageable'``; adopted
-        ndarrays are always ``'pageable'``. ``'mapped'`` memory is read and written by the
-        device in place: no copy is ever made and both sides are always valid.
+    host_memory : {None, 'pinned', 'pageable', 'mapped'}, default None
+        Kind of host buffer. None: ``'pinned'`` on a real GPU, ``'pageable'`` in the simulator
+        and without CUDA; adopted ndarrays are always ``'pageable'``. ``'mapped'`` memory is
+        read and written by the device in place: no copy is ever made and both sides are
+        always valid.
     stream : numba.cuda stream, optional
         Stream for the upload made by ``where='gpu'``.
     label : str, optional

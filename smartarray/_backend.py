@@ -9,7 +9,7 @@ The three *tiers*:
 ``'gpu'``
     a CUDA driver and device are present; device arrays are ``DeviceNDArray``.
 ``'simulator'``
-    ``NUMBA_ENABLE_CUDASIM=1`` was set before ``numba.cuda`` was imported; device arrays are
+    ``NUMBA_ENABLE_CUDASIM=1`` was set before numba was first imported; device arrays are
     the simulator's ``FakeCUDAArray`` (ordinary host memory). Pinned and mapped host memory are
     emulated with ordinary memory but keep their hardware semantics (mapped: no copies).
 ``'host-only'``

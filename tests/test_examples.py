@@ -26,7 +26,8 @@ KEY_OUTPUT = {
         ["ms/call", "SmartArrays / device inputs and output"]
         if ON_GPU
         else ["CUDA ufuncs cannot run in the simulator", "equivalent @cuda.jit add kernel"]
-    ),
+    )
+    + ["Steps 2-4 copy the same"],
     "heat_chain": ["diffusion kernels", "(no copies)"],
     "streams_pinned": ["asynchronous=True"],
     "migrate_from_numba_smartarray": ["legacy_transpose_twice", "legacy_jit_and_numpy"],
