@@ -130,6 +130,7 @@ def smartarray_from_jit(result: np.ndarray, parent: Any) -> SmartArray:
     where Numba typed them so (as numpy's are).
     """
     owner = None
+    foreign = parent is not None
     if parent is not None:
         owner = _owner_of(parent)
         if owner is not None and result is parent:
@@ -138,6 +139,11 @@ def smartarray_from_jit(result: np.ndarray, parent: Any) -> SmartArray:
         meminfo: Any = result.base
         if type(meminfo) is MemInfo and meminfo.parent is not None:
             owner = _owner_of(meminfo.parent)
+            foreign = True
+    if owner is None and foreign:
+        # Memory of a plain ndarray argument (``x if c else nd`` unified to a SmartArray
+        # type): copied, as smartarray.asarray would, never adopted behind its owner's back.
+        return SmartArray._adopt(result.copy(order="K"))
     return SmartArray._from_numpy_result(result, [] if owner is None else [owner])
 
 

@@ -8,10 +8,12 @@ A SmartArray cannot see writes made through an ndarray it does not own, so
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 import numpy as np
 import pytest
 from helpers import inc
+from numba import njit
 
 import smartarray as sa
 from smartarray import SmartArray
@@ -157,3 +159,42 @@ def test_adopting_a_buffer_object_registers_its_memory() -> None:
     assert np.frombuffer(buffer)[0] == 1.0
     with pytest.raises(ValueError, match="already adopted by buf"):
         SmartArray(memoryview(buffer).cast("d"), copy=False)
+
+
+# --- other paths that could wrap a caller's ndarray ---------------------------------------
+
+
+def test_numpy_results_sharing_a_callers_ndarray_are_copied() -> None:
+    s = sa.asarray(np.arange(3.0))
+    nd = np.zeros(3)
+    same, other = np.atleast_1d(s, nd)  # numpy returns nd itself
+    assert same.base is s  # a view of the SmartArray argument stays a view
+    assert not np.shares_memory(other.get("host"), nd)
+    nd[0] = 5.0
+    assert other[0] == 0.0
+    assert nd.flags.writeable
+    _, broadcast = np.broadcast_arrays(s, nd[:1])
+    assert not np.shares_memory(broadcast.get("host"), nd)
+    np.testing.assert_array_equal(np.asarray(broadcast), [5.0, 5.0, 5.0])
+
+
+def test_out_ndarray_is_returned_as_is() -> None:
+    s = sa.asarray(np.arange(3.0))
+    nd = np.zeros(3)
+    assert np.add(s, 1, out=nd) is nd
+    np.testing.assert_array_equal(nd, [1.0, 2.0, 3.0])
+
+
+@njit
+def pick(a: Any, b: Any, first: bool) -> Any:
+    return a if first else b
+
+
+def test_jit_result_that_is_a_plain_ndarray_argument_is_copied() -> None:
+    s = sa.asarray(np.arange(3.0))
+    nd = np.zeros(3)
+    assert pick(s, nd, True) is s
+    result = pick(s, nd, False)  # typed as a SmartArray (the branches unify)
+    assert isinstance(result, SmartArray)
+    assert not np.shares_memory(result.get("host"), nd)
+    np.testing.assert_array_equal(np.asarray(result), nd)
