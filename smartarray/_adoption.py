@@ -119,9 +119,3 @@ def _bases(array: np.ndarray) -> list[Any]:
         bases.append(base)
         base = base.base
     return bases
-
-
-def is_locked(array: np.ndarray) -> bool:
-    """True while ``array`` is read-only because a SmartArray adopted its memory."""
-    with _lock:
-        return id(array) in _locked and _locked[id(array)][0] is array
