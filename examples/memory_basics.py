@@ -12,6 +12,8 @@ Run with a GPU, or anywhere with the CUDA simulator::
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from numba import cuda
 
@@ -104,4 +106,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if sa.tier() == "host-only":  # no GPU and no simulator: say how to run it instead
+        sys.exit(
+            "memory_basics.py needs a CUDA GPU or Numba's CUDA simulator, and "
+            "this machine has no CUDA. Run it in the simulator:\n"
+            "    NUMBA_ENABLE_CUDASIM=1 python examples/memory_basics.py"
+        )
     main()

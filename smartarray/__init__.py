@@ -1,7 +1,8 @@
 """smartarray: a numpy-compatible array that keeps a host and a CUDA device copy coherent.
 
-Set ``NUMBA_ENABLE_CUDASIM=1`` *before* importing smartarray (or numba.cuda) to use Numba's
-CUDA simulator on a machine without a GPU.
+Set ``NUMBA_ENABLE_CUDASIM=1`` in the environment *before numba is first imported* (before
+the process starts, e.g. ``NUMBA_ENABLE_CUDASIM=1 python script.py``; importing smartarray
+imports numba) to use Numba's CUDA simulator on a machine without a GPU.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ._creation import (
 from ._cuda_ufuncs import SmartUFunc, cuda_ufunc, install_dispatch_hooks
 from ._errors import DeviceUnavailableError, TransferError
 from ._intents import In, InOut, Out
+from ._launch_guard import install_launch_guard
 from ._memory import device_memory_limit, device_memory_usage, set_device_memory_limit
 from ._numba_types import SmartArrayType, numba_type
 from ._pinned_pool import pinned_pool_info, release_pinned_pool, set_pinned_pool_limit
@@ -36,6 +38,7 @@ from ._transfer import (
 )
 
 install_dispatch_hooks()  # plain CUDA ufuncs handle SmartArrays precisely
+install_launch_guard()  # launches without CUDA raise DeviceUnavailableError
 
 __version__ = "0.1.0"
 

@@ -20,6 +20,7 @@ import numpy as np
 import smartarray as sa
 
 from . import bench
+from ._transfer import count_of
 
 TIER_TEXT = {
     "gpu": "gpu (a CUDA GPU: kernels run on the device)",
@@ -29,7 +30,8 @@ TIER_TEXT = {
     ),
     "host-only": (
         "host-only (no usable CUDA GPU or driver; device operations raise "
-        "DeviceUnavailableError unless NUMBA_ENABLE_CUDASIM=1 is set before import)"
+        "DeviceUnavailableError unless NUMBA_ENABLE_CUDASIM=1 is set before numba is "
+        "imported)"
     ),
 }
 
@@ -88,7 +90,8 @@ def demo() -> None:
     c = counter.stats
     print("\nnumpy arrays (Numba copies every array argument in and out around each launch):")
     print(
-        f"  {c.h2d_count} host->device copies, {c.d2h_count} device->host copies, {c.nbytes} bytes"
+        f"  {count_of(c.h2d_count, 'host->device copy')}, "
+        f"{count_of(c.d2h_count, 'device->host copy')}, {count_of(c.nbytes, 'byte')}"
     )
 
     u = sa.SmartArray(u0, label="u")
@@ -107,7 +110,10 @@ def demo() -> None:
     d2h = [r for _, r in events if r.direction == "d2h"]
     moved = sum(r.nbytes for _, r in events)
     print("\nSmartArrays (copies only when the other side needs the data):")
-    print(f"  {len(h2d)} host->device copies, {len(d2h)} device->host copies, {moved} bytes")
+    print(
+        f"  {count_of(len(h2d), 'host->device copy')}, "
+        f"{count_of(len(d2h), 'device->host copy')}, {count_of(moved, 'byte')}"
+    )
     for when, record in events:
         arrow = "host->device" if record.direction == "h2d" else "device->host"
         print(f"    {when}: {arrow} {record.nbytes} bytes of {record.array}")
@@ -118,7 +124,9 @@ def demo() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m smartarray``."""
     parser = argparse.ArgumentParser(
-        prog="python -m smartarray", description=__doc__.split("\n")[0]
+        prog="python -m smartarray",
+        description="Versions, this machine's tier, pinned memory, and a short demo of the "
+        "host<->device copies a chain of kernels makes over numpy arrays and over SmartArrays.",
     )
     parser.add_argument("--no-demo", action="store_true", help="skip the demo")
     parser.add_argument("--demo-only", action="store_true", help="run only the demo")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy as _copy
 import functools
 import numbers
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from . import _backend, _numpy_protocols
+from . import _adoption, _backend, _numpy_protocols
 from ._coherence import Allocation, State
 from ._errors import HostMemory, Where, normalize_host_memory, normalize_where
 from ._layout import (
@@ -31,6 +32,7 @@ from ._layout import (
     _validate_assignment,
     _view_key,
 )
+from ._shuffle_guard import ensure_shuffle_guard
 
 try:  # The kernel-argument hook: numba.cuda calls to_device() on every ArgHint argument.
     from numba.cuda.args import ArgHint as _ArgHint
@@ -56,22 +58,27 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     copy : bool, default True
         ``False`` adopts ``obj`` without copying when it is a contiguous ndarray, a SmartArray
         (the result shares its state) or a contiguous device array; ``ValueError`` if that is
-        impossible (non-contiguous data, a different dtype).
+        impossible (non-contiguous data, a different dtype) or if the memory is already
+        adopted by a live writable SmartArray. An adopted ndarray, and every ndarray it is a
+        view of, is made read-only while the SmartArray lives: writes through it could not
+        be seen by the coherence state (write through the SmartArray instead).
     shape : int or tuple of int, optional
         Shape of a new uninitialised array (when ``obj`` is None).
     dtype : data-type, optional
         Element type (default: inferred from ``obj``, else float64).
-    order : {'C', 'F'}, optional
-        Memory layout of new buffers.
+    order : {None, 'C', 'F', 'A', 'K'}, default None
+        Memory layout of new buffers (None: C order for a new array, the data's own layout
+        for a copy, like ``'K'``).
     where : {'host', 'gpu'}, default 'host'
         Where a new array is made (``'device'`` is an alias of ``'gpu'``). With no ``obj`` and
         ``where='gpu'`` memory is allocated on the device only; the host buffer comes later,
         when the host first needs it. With ``obj`` and ``where='gpu'`` the data is uploaded
         at once.
-    host_memory : {'pinned', 'pageable', 'mapped'}, optional
-        Kind of host buffer. Default: ``'pinned'`` on a real GPU, else ``'pageable'``; adopted
-        ndarrays are always ``'pageable'``. ``'mapped'`` memory is read and written by the
-        device in place: no copy is ever made and both sides are always valid.
+    host_memory : {None, 'pinned', 'pageable', 'mapped'}, default None
+        Kind of host buffer. None: ``'pinned'`` on a real GPU, ``'pageable'`` in the simulator
+        and without CUDA; adopted ndarrays are always ``'pageable'``. ``'mapped'`` memory is
+        read and written by the device in place: no copy is ever made and both sides are
+        always valid.
     stream : numba.cuda stream, optional
         Stream for the upload made by ``where='gpu'``.
     label : str, optional
@@ -272,9 +279,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                         f"copy=False cannot adopt a {obj.dtype} ndarray as {np.dtype(dtype)}; "
                         "use copy=True"
                     )
-                if type(obj) is not np.ndarray:
-                    obj = obj.view(np.ndarray)
-                host = obj
+                # A view of our own: the caller's ndarray is made read-only below, this
+                # view (made before) stays writeable.
+                host = obj.view(np.ndarray)
             else:
                 try:  # buffer and array-interface objects can be adopted; lists cannot
                     host = np.asarray(obj, dtype=dtype, copy=False)
@@ -318,6 +325,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             host_memory=memory,
             label=label,
         )
+        if not copy:
+            # Writes through the caller's ndarray would be invisible to the coherence state:
+            # lock it read-only while this memory is adopted (and refuse a second adoption).
+            _adoption.adopt(
+                obj if isinstance(obj, np.ndarray) else None, host, alloc, alloc.label
+            )
         # An adopted read-only ndarray gives a read-only SmartArray: its memory is not ours.
         writeable = bool(host.flags.writeable)
         self._init_view(alloc, 0, alloc.shape, tuple(host.strides), alloc.dtype, writeable)
@@ -372,16 +385,36 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         if type(data) is not np.ndarray:
             data = data.view(np.ndarray)
         if _contiguity(data.shape, data.strides, data.itemsize) is not None:
-            return cls(data, copy=False)
+            return cls._own(data)
         axes = sorted(range(data.ndim), key=lambda i: -data.strides[i])
         in_memory_order = data.transpose(axes)
         if not in_memory_order.flags.c_contiguous:
-            return cls(np.ascontiguousarray(data), copy=False)
-        owner = cls(in_memory_order, copy=False)
+            return cls._own(np.ascontiguousarray(data))
+        owner = cls._own(in_memory_order)
         offset = data.ctypes.data - in_memory_order.ctypes.data
         return cls._view(
             owner._alloc, offset, data.shape, data.strides, data.dtype, owner._writeable, None
         )
+
+    @classmethod
+    def _own(cls, host: np.ndarray) -> SmartArray:
+        """A new SmartArray whose host buffer is ``host``, a contiguous ndarray that nobody
+        else holds (a fresh result): no copy, and none of the locking explicit adoption
+        (``copy=False``) of a caller's ndarray does."""
+        layout = _contiguity(host.shape, host.strides, host.itemsize)
+        if layout is None:
+            raise AssertionError("_own needs a contiguous ndarray")
+        alloc = Allocation(
+            host.shape,
+            host.dtype,
+            layout,
+            host=host,
+            device=None,
+            state=State.HOST,
+            host_memory="pageable",
+        )
+        writeable = bool(host.flags.writeable)
+        return cls._view(alloc, 0, alloc.shape, tuple(host.strides), alloc.dtype, writeable, None)
 
     # --- coherence API (the old numba.SmartArray API) ---------------------------------------
 
@@ -577,8 +610,33 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """Tuple of array dimensions."""
+        """Tuple of array dimensions.
+
+        Settable, like ``ndarray.shape``, only when the new shape needs no copy (numpy's
+        ``AttributeError`` otherwise, nothing changed); other views of the data keep theirs.
+        """
         return self._shape
+
+    @shape.setter
+    def shape(self, value: Any) -> None:
+        # numpy's rule: a C-order reshape that gives a view. Bad shapes fail on a probe with
+        # real memory; numpy's own setter would copy the (fake-address) template to find out
+        # that a copy is needed, so that is asked through reshape(copy=False).
+        _layout_probe(self._shape, np.dtype(np.bool_)).reshape(value)
+        try:
+            template = self._template().reshape(value, copy=False)
+        except ValueError:
+            raise AttributeError(
+                "Incompatible shape for in-place modification. Use `.reshape()` to make a "
+                "copy with the desired shape."
+            ) from None
+        if template.shape == self._shape and template.strides == self._strides:
+            return
+        with self._alloc.lock:
+            for key in _LAYOUT_CACHES:  # everything cached for the old layout
+                self.__dict__.pop(key, None)
+            self._shape = tuple(template.shape)
+            self._strides = tuple(template.strides)
 
     @property
     def dtype(self) -> np.dtype:
@@ -652,7 +710,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             return self._apply_view(lambda t: t.imag)
         zeros = np.zeros(self._shape, self._dtype)  # no need to read (or copy) any data
         zeros.flags.writeable = False
-        return SmartArray(zeros, copy=False)
+        return SmartArray._own(zeros)
 
     @imag.setter
     def imag(self, value: Any) -> None:
@@ -661,6 +719,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         self.imag[...] = value
 
     def __len__(self) -> int:
+        # numpy's shuffle asks len() first: stop it before it swaps views (_shuffle_guard).
+        ensure_shuffle_guard()
         if not self._shape:
             raise TypeError("len() of unsized object")
         return self._shape[0]
@@ -720,6 +780,21 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                     alloc.mark_changed("host")
                 raise
             alloc.mark_changed("host")
+
+    def __buffer__(self, flags: int) -> memoryview:
+        """Buffer protocol (Python 3.12+, ``memoryview(a)``): the host copy, read-only.
+
+        A writable buffer is refused (``BufferError``): writes through it could not be seen
+        by the coherence state. Use ``a.get('host')`` and ``a.mark_changed('host')``.
+        """
+        if flags & _PYBUF_WRITABLE:
+            raise BufferError(
+                "a SmartArray exports only read-only buffers (writes through them would be "
+                "invisible to its coherence state); write through a.get('host') and call "
+                "a.mark_changed('host')"
+            )
+        with self._alloc.lock:
+            return memoryview(self._host_view(write=False))  # type: ignore[arg-type]
 
     def __contains__(self, value: Any) -> bool:
         return value in self._host_view(write=False)
@@ -781,7 +856,33 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return format(self._host_view(write=False), spec)
 
     def __bool__(self) -> bool:
-        return bool(self._host_view(write=False))
+        """Truth value, as numpy's, never copying data just to refuse it.
+
+        A one-element array (0-d included) is as true as its element: that needs the value,
+        read like ``a.item()`` (the host copy made current, one copy if it was stale). Any
+        other array raises numpy's ``ValueError`` without reading data, except when asked
+        by numba-cuda's own code, written for Numba device arrays, whose truth is
+        ``len(a) > 0`` (``if not out:`` in ``numba.cuda.kernels.transpose``).
+        """
+        if self.size == 1:
+            with self._alloc.lock:
+                return bool(self._host_view(write=False))
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.startswith(("numba.cuda.", "numba_cuda.")):
+            return self._shape[0] > 0
+        hint = (
+            " (code written for Numba device arrays, such as `if not out:`, should test "
+            "`out is None`)"
+        )
+        if self.size == 0:
+            raise ValueError(
+                "The truth value of an empty array is ambiguous. Use `array.size > 0` to "
+                "check that an array is not empty." + hint
+            )
+        raise ValueError(
+            "The truth value of an array with more than one element is ambiguous. Use "
+            "a.any() or a.all()" + hint
+        )
 
     def __int__(self) -> int:
         return int(self._host_view(write=False))  # type: ignore[call-overload]
@@ -1004,6 +1105,22 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         from ._numba_cuda import export_cuda_array_interface
 
         return export_cuda_array_interface(self)
+
+
+_PYBUF_WRITABLE = 0x0001  # inspect.BufferFlags.WRITABLE (Python 3.12+)
+
+# What a SmartArray caches for its layout (dropped when its shape is set): host views, the
+# layout template, its Numba types and the host views handed to compiled code.
+_LAYOUT_CACHES = (
+    "_host_rw",
+    "_host_ro",
+    "_template_cache",
+    "_numba_type_",
+    "_numba_type_readonly",
+    "_numba_type_writeable",
+    "_jit_rw",
+    "_jit_ro",
+)
 
 
 def _covers(layout: np.ndarray, alloc: Allocation) -> bool:

@@ -9,7 +9,7 @@ The three *tiers*:
 ``'gpu'``
     a CUDA driver and device are present; device arrays are ``DeviceNDArray``.
 ``'simulator'``
-    ``NUMBA_ENABLE_CUDASIM=1`` was set before ``numba.cuda`` was imported; device arrays are
+    ``NUMBA_ENABLE_CUDASIM=1`` was set before numba was first imported; device arrays are
     the simulator's ``FakeCUDAArray`` (ordinary host memory). Pinned and mapped host memory are
     emulated with ordinary memory but keep their hardware semantics (mapped: no copies).
 ``'host-only'``
@@ -31,10 +31,11 @@ import numpy as np
 
 from ._errors import DeviceUnavailableError, HostMemory
 
-_HOW_TO_GET_A_DEVICE = (
+HOW_TO_GET_A_DEVICE = (
     "smartarray needs a CUDA device for this. Either run on a machine with an NVIDIA GPU and "
-    "driver, or set the environment variable NUMBA_ENABLE_CUDASIM=1 *before* numba.cuda or "
-    "smartarray is first imported to use Numba's CUDA simulator."
+    "driver, or use Numba's CUDA simulator: set the environment variable "
+    "NUMBA_ENABLE_CUDASIM=1 before numba is first imported (e.g. "
+    "`NUMBA_ENABLE_CUDASIM=1 python script.py`)."
 )
 
 
@@ -71,7 +72,7 @@ def is_simulator() -> bool:
 def require_device() -> None:
     """Raise :class:`DeviceUnavailableError` unless a GPU or the simulator is available."""
     if tier() == "host-only":
-        raise DeviceUnavailableError(_HOW_TO_GET_A_DEVICE)
+        raise DeviceUnavailableError(HOW_TO_GET_A_DEVICE)
 
 
 def check_device_dtype(dtype: np.dtype) -> None:

@@ -19,33 +19,29 @@ def asarray(
     *,
     host_memory: str | None = None,
 ) -> SmartArray:
-    """Convert ``obj`` to a SmartArray, without copying when possible.
+    """Convert ``obj`` to a SmartArray: a SmartArray is returned as is, anything else copied.
 
-    A SmartArray of the right dtype is returned as is (its copy on ``where`` made current);
-    a contiguous ndarray is adopted without a copy; anything else is copied.
+    A SmartArray of the right dtype (and layout, for ``order='C'``/``'F'``) is returned
+    itself, its copy on ``where`` made current. Any other data, ndarrays included, is
+    **copied** (as ``cupy.asarray`` copies host data): a SmartArray cannot see writes made
+    through a foreign ndarray, so sharing its buffer could leave a device copy silently
+    stale. To share an ndarray's memory on purpose, use ``SmartArray(a, copy=False)``, which
+    makes ``a`` read-only while the SmartArray lives (see the docs' "Creating arrays").
     """
     side = normalize_where(where)
     if order not in (None, "C", "F", "A", "K"):
         raise ValueError(f"order must be 'C', 'F', 'A' or 'K'; got {order!r}")
-    if isinstance(obj, (SmartArray, np.ndarray)):
+    if isinstance(obj, SmartArray):
         flags = obj.flags
         layout_ok = (
             (order == "C" and flags.c_contiguous)
             or (order == "F" and flags.f_contiguous)
-            or (order not in ("C", "F") and (flags.c_contiguous or flags.f_contiguous))
+            or order not in ("C", "F")
         )
-        same_dtype = dtype is None or np.dtype(dtype) == obj.dtype
-        if isinstance(obj, SmartArray) and same_dtype and (layout_ok or order not in ("C", "F")):
+        if (dtype is None or np.dtype(dtype) == obj.dtype) and layout_ok:
             if side == "gpu":
                 obj.to_gpu()
             return obj
-        if (
-            isinstance(obj, np.ndarray)
-            and host_memory in (None, "pageable")
-            and same_dtype
-            and layout_ok
-        ):
-            return SmartArray(obj, copy=False, where=side)
     return SmartArray(obj, dtype=dtype, order=order, where=side, host_memory=host_memory)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models
-from numba.core.imputils import impl_ret_borrowed
+from numba.core.runtime.nrt import MemInfo
 from numba.core.typeconv import Conversion
 from numba.extending import (
     NativeValue,
@@ -123,15 +123,28 @@ def smartarray_from_jit(result: np.ndarray, parent: Any) -> SmartArray:
 
     ``parent`` is the host ndarray the result was derived from (Numba's array ``parent``), if
     any: the argument's own jit host view gives back the argument itself (``result is
-    parent``) or a SmartArray view sharing its coherence state.
+    parent``) or a SmartArray view sharing its coherence state. Views Numba makes without a
+    parent (``np.broadcast_to``, ``as_strided``, ``sliding_window_view``) still point into
+    the argument's memory: their NRT meminfo (the boxed ndarray's ``base``) holds the jit
+    host view they came from, so they too come back as views of the argument, read-only
+    where Numba typed them so (as numpy's are).
     """
+    owner = None
+    foreign = parent is not None
     if parent is not None:
         owner = _owner_of(parent)
-        if owner is not None:
-            if result is parent:
-                return owner
-            return SmartArray._from_numpy_result(result, [owner])
-    return SmartArray._from_numpy_result(result, [])
+        if owner is not None and result is parent:
+            return owner
+    if owner is None:
+        meminfo: Any = result.base
+        if type(meminfo) is MemInfo and meminfo.parent is not None:
+            owner = _owner_of(meminfo.parent)
+            foreign = True
+    if owner is None and foreign:
+        # Memory of a plain ndarray argument (``x if c else nd`` unified to a SmartArray
+        # type): copied, as smartarray.asarray would, never adopted behind its owner's back.
+        return SmartArray._adopt(result.copy(order="K"))
+    return SmartArray._from_numpy_result(result, [] if owner is None else [owner])
 
 
 # What compiled boxing code fetches from Python, once per compiled module, in this order: the
@@ -412,7 +425,13 @@ def _type_array_wrap(context: Any) -> Any:
 
 @lower_builtin("__array_wrap__", SmartArrayType, types.Array)
 def _lower_array_wrap(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-    return impl_ret_borrowed(context, builder, sig.return_type, args[1])
+    # Numba calls this only from ``npyimpl._build_array``, with the array it has just
+    # allocated for a ufunc or array-expression result (``args[1]``, never an alias of the
+    # input ``args[0]``), and uses what it returns in place of that array, without touching
+    # reference counts: the one reference of the fresh array is handed on as it is (no
+    # incref, which would leak every result). The SmartArray type has the plain array's
+    # data model, so the value itself needs no conversion.
+    return args[1]
 
 
 @overload_classmethod(SmartArrayType, "_allocate", target="CPU")

@@ -44,8 +44,11 @@ class SmartArrayType(types.Array):
     def __init__(
         self, dtype: Any, ndim: int, layout: str, readonly: bool = False, aligned: bool = True
     ) -> None:
-        flags = (", readonly" if readonly else "") + ("" if aligned else ", unaligned")
-        name = f"SmartArray({dtype}, {ndim}d, {layout}{flags})"
+        # Numba's own wording for arrays ("readonly array(float64, 1d, C)"), marked: typing
+        # errors then read as Numba users expect, and still say which arguments are
+        # SmartArrays (an explicit plain-array signature does not take them).
+        prefix = ("readonly " if readonly else "") + ("" if aligned else "unaligned ")
+        name = f"{prefix}array({dtype}, {ndim}d, {layout}) (SmartArray)"
         # An instance attribute, not the module constant read at comparison time: it is
         # pickled with the type into Numba's cache index, so entries written by an older
         # boxing protocol compare unequal to today's types and are never loaded.
@@ -155,9 +158,9 @@ def numba_type(dtype: Any, ndim: int, layout: str = "A", readonly: bool = False)
 def smartarray_type_of(array: SmartArray, readonly: bool) -> SmartArrayType:
     """The Numba type of a SmartArray (layout from its strides), cached on the array.
 
-    A SmartArray's dtype, shape, strides and writeability never change, so each array computes
-    its type once per intent (``In(a)`` made for every call costs a dict look-up, not a type
-    construction).
+    A SmartArray's dtype, strides and writeability never change (setting its ``shape`` drops
+    this cache), so each array computes its type once per intent (``In(a)`` made for every
+    call costs a dict look-up, not a type construction).
     """
     key = "_numba_type_readonly" if readonly else "_numba_type_writeable"
     cached = array.__dict__.get(key)

@@ -58,6 +58,10 @@ class _Call:
         self._keep: list[Any] = []  # keeps the objects behind out_views' ids alive
         self._targets: dict[int, Any] = {}  # allocations this call may write
         self._locked: list[Any] = []
+        # The caller's own ndarrays among the arguments: a result sharing their memory (e.g.
+        # np.atleast_1d(a, nd)[1], np.broadcast_arrays) is copied, never wrapped, since a
+        # SmartArray cannot see writes made through them.
+        self.foreign: list[np.ndarray] = []
 
     def check_writeable(self, obj: Any) -> None:
         """Refuse a read-only SmartArray target before any argument is unwrapped (or copied)."""
@@ -90,9 +94,12 @@ class _Call:
                 self._keep.append(view)
                 return view
             return obj._host_view(write=False)
-        if write and isinstance(obj, np.ndarray):
-            self.out_views[id(obj)] = obj
-            self._keep.append(obj)
+        if isinstance(obj, np.ndarray):
+            if write:
+                self.out_views[id(obj)] = obj
+                self._keep.append(obj)
+            else:
+                self.foreign.append(obj)
             return obj
         if type(obj) in (list, tuple):
             return type(obj)(self.unwrap(item, write=write) for item in obj)
@@ -118,9 +125,14 @@ class _Call:
         if isinstance(result, np.ndarray):
             if id(result) in self.out_views:
                 return self.out_views[id(result)]
+            if any(np.may_share_memory(result, other) for other in self.foreign):
+                result = result.copy(order="K")
             return self.SmartArray._from_numpy_result(result, self.arrays)
         if type(result) in (list, tuple):
             return type(result)(self.wrap(item) for item in result)
+        if isinstance(result, tuple) and hasattr(result, "_fields"):
+            # numpy's named results (np.linalg.eigh, svd, qr, slogdet...)
+            return type(result)(*(self.wrap(item) for item in result))
         return result
 
 

@@ -92,12 +92,25 @@ class TransferStats:
 
     def __str__(self) -> str:
         text = (
-            f"host->device: {self.h2d_count} copies, {self.h2d_bytes} bytes; "
-            f"device->host: {self.d2h_count} copies, {self.d2h_bytes} bytes"
+            f"host->device: {count_of(self.h2d_count, 'copy')}, "
+            f"{count_of(self.h2d_bytes, 'byte')}; "
+            f"device->host: {count_of(self.d2h_count, 'copy')}, "
+            f"{count_of(self.d2h_bytes, 'byte')}"
         )
         if self.spill_count:
-            text += f" (of which spills: {self.spill_count} copies, {self.spill_bytes} bytes)"
+            text += (
+                f" (of which spills: {count_of(self.spill_count, 'copy')}, "
+                f"{count_of(self.spill_bytes, 'byte')})"
+            )
         return text
+
+
+def count_of(number: int, noun: str) -> str:
+    """``'1 copy'``, ``'2 copies'``, ``'0 bytes'``: a count with its noun in the right number."""
+    if number == 1:
+        return f"1 {noun}"
+    plural = noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s"
+    return f"{number} {plural}"
 
 
 class _Ledger:

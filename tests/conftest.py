@@ -1,6 +1,6 @@
 """Test tiers.
 
-One suite runs in three tiers, chosen by the environment *before* numba.cuda is imported:
+One suite runs in three tiers, chosen by the environment *before* numba is first imported:
 
 1. host-only: ``pytest`` on a machine without CUDA; device paths must raise
    ``DeviceUnavailableError``.

@@ -23,6 +23,8 @@ def run_python(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python *args`` from the repository root, in the simulator tier or without it."""
     env = dict(os.environ)
+    # This checkout's smartarray, whatever an installed (editable) copy points at.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if simulator:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
     else:

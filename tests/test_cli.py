@@ -20,7 +20,7 @@ def check_demo(out: str) -> None:
     assert "Demo: 10 launches" in out
     assert "numpy arrays (Numba copies every array argument" in out
     assert "20 host->device copies, 20 device->host copies" in out
-    assert "1 host->device copies, 1 device->host copies" in out
+    assert "1 host->device copy, 1 device->host copy" in out
     assert "launch 1: host->device 8192 bytes of u" in out
     assert "reading the result: device->host 8192 bytes of u" in out
     assert "=> 20x fewer bytes moved with SmartArrays." in out
@@ -74,3 +74,24 @@ def test_bench_quick_in_simulator(tmp_path: Path) -> None:
         assert "no plot" in out
     else:
         assert (tmp_path / "bench-simulator.png").stat().st_size > 0
+
+
+def test_help_is_plain_text() -> None:
+    proc = run_python(["-m", "smartarray", "--help"], simulator=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "``" not in proc.stdout and ":func:" not in proc.stdout
+    assert "short demo" in proc.stdout
+
+
+def test_ledger_text_counts_in_the_right_number() -> None:
+    from smartarray import TransferStats
+    from smartarray._transfer import count_of
+
+    assert [count_of(n, "copy") for n in (0, 1, 2)] == ["0 copies", "1 copy", "2 copies"]
+    assert count_of(1, "byte") == "1 byte" and count_of(8, "byte") == "8 bytes"
+    assert str(TransferStats()) == (
+        "host->device: 0 copies, 0 bytes; device->host: 0 copies, 0 bytes"
+    )
+    assert str(TransferStats(1, 8, 2, 16)) == (
+        "host->device: 1 copy, 8 bytes; device->host: 2 copies, 16 bytes"
+    )

@@ -26,7 +26,8 @@ KEY_OUTPUT = {
         ["ms/call", "SmartArrays / device inputs and output"]
         if ON_GPU
         else ["CUDA ufuncs cannot run in the simulator", "equivalent @cuda.jit add kernel"]
-    ),
+    )
+    + ["Steps 2-4 copy the same"],
     "heat_chain": ["diffusion kernels", "(no copies)"],
     "streams_pinned": ["asynchronous=True"],
     "migrate_from_numba_smartarray": ["legacy_transpose_twice", "legacy_jit_and_numpy"],
@@ -51,3 +52,12 @@ def test_example_runs(path: Path) -> None:
     assert "ledger: host->device:" in proc.stdout, output
     for line in KEY_OUTPUT[path.stem]:
         assert line in proc.stdout, f"missing {line!r} in:\n{output}"
+
+
+@pytest.mark.hostonly
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_without_cuda_says_how_to_run_it(path: Path) -> None:
+    proc = run_python([str(path)], simulator=False, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert f"NUMBA_ENABLE_CUDASIM=1 python examples/{path.name}" in proc.stderr

@@ -212,7 +212,7 @@ def test_argument_types() -> None:
     assert arange()[::2]._numba_type_.layout == "A"
     fortran = smartarray.asarray(np.asfortranarray(np.ones((2, 3))))
     assert fortran._numba_type_ == smartarray.numba_type(np.float64, 2, "F")
-    assert "SmartArray(float64, 1d, C)" in str(a._numba_type_)
+    assert "array(float64, 1d, C) (SmartArray)" in str(a._numba_type_)
     ident(a)
     assert (a._numba_type_,) in ident.signatures
 

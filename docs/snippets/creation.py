@@ -5,7 +5,7 @@ import smartarray as sa
 data = np.arange(6.0)
 
 a = sa.SmartArray(data)  # a copy of data, on the host
-b = sa.asarray(data)  # adopts data without copying (a contiguous ndarray)
+b = sa.SmartArray(data, copy=False)  # adopts data: shared memory, data locked read-only
 c = sa.SmartArray(data, where="gpu")  # a copy, uploaded at once
 d = sa.zeros((2, 3), where="gpu")  # made on the device: nothing to upload
 e = sa.empty_like(d)  # where the prototype's data is current: the device
@@ -16,3 +16,10 @@ assert (a.location, c.location, d.location, e.location) == ("host", "both", "gpu
 
 b[0] = 42.0  # b shares data's memory
 assert data[0] == 42.0 and a[0] == 0.0
+try:
+    data[1] = 7.0  # a write b could not see: refused while b lives
+except ValueError as err:
+    print("data is read-only while adopted:", err)
+assert sa.asarray(data) is not b  # asarray copies any ndarray
+del b  # data is writable again once b is gone (at once in CPython)
+data[1] = 7.0

@@ -13,7 +13,7 @@ def increment(x):
 
 # Host buffers: pinned (page-locked) by default on a GPU for arrays smartarray allocates,
 # pageable for adopted ndarrays; ask for a kind with host_memory=.
-adopted = sa.asarray(np.zeros(256))
+adopted = sa.SmartArray(np.zeros(256), copy=False)
 pinned = sa.zeros(256, host_memory="pinned")
 mapped = sa.zeros(256, host_memory="mapped")
 assert (adopted.host_memory, pinned.host_memory) == ("pageable", "pinned")

@@ -1,0 +1,121 @@
+"""Explicit adoption of a caller's host memory (``SmartArray(a, copy=False)``), made loud.
+
+A SmartArray cannot see writes made through a foreign ndarray: after such a write its device
+copy (if current) silently holds old data. ``smartarray.asarray`` and ``SmartArray(obj)``
+therefore copy foreign data; only ``SmartArray(a, copy=False)`` shares it, and then:
+
+* the adopted ndarray, and every ndarray it is a view of, is made **read-only** while the
+  SmartArray (any view of it) lives, so a write through them raises numpy's
+  ``ValueError: assignment destination is read-only`` instead of being lost; their
+  writeability comes back when the last SmartArray using the memory is gone;
+* memory already adopted by a live writable SmartArray cannot be adopted again (two
+  coherence states over one buffer would each miss the other's writes).
+
+Arrays numpy or Numba just returned (results SmartArray wraps) are fresh and nobody else
+holds them: they are adopted without any of this (``SmartArray._adopt``).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+_lock = threading.Lock()
+# Live explicit adoptions: token -> (first byte, end byte, label) of adopted host memory.
+_adopted: dict[int, tuple[int, int, str]] = {}
+# ndarrays made read-only by adoptions: id -> [the ndarray, number of adoptions locking it].
+_locked: dict[int, list[Any]] = {}
+_tokens = iter(range(1, 1 << 62))
+
+
+def _bounds(array: np.ndarray) -> tuple[int, int]:
+    if array.size == 0:
+        address = int(array.__array_interface__["data"][0])
+        return address, address
+    lo, hi = np.lib.array_utils.byte_bounds(array)
+    return int(lo), int(hi)
+
+
+def _lockable_chain(source: Any) -> list[np.ndarray]:
+    """``source`` and the ndarrays it is a view of that are writeable, or read-only only
+    because an adoption locked them (call with ``_lock`` held)."""
+    chain = []
+    array = source
+    while isinstance(array, np.ndarray):
+        if array.flags.writeable or id(array) in _locked:
+            chain.append(array)
+        array = array.base
+    return chain
+
+
+def adopt(source: Any, host: np.ndarray, owner: object, label: str) -> None:
+    """Register the explicit adoption of ``source``'s memory (viewed by ``host``) by ``owner``.
+
+    ``host`` must be a view of the memory made before this call (it stays writeable);
+    ``owner`` is the Allocation, whose lifetime the locks follow.
+
+    Raises
+    ------
+    ValueError
+        If the memory overlaps memory a live, writable SmartArray adopted; nothing changes.
+    """
+    lo, hi = _bounds(host)
+    writeable = bool(host.flags.writeable)
+    with _lock:
+        if hi > lo:
+            for other_lo, other_hi, other_label in _adopted.values():
+                if lo < other_hi and other_lo < hi:
+                    raise ValueError(
+                        f"this memory is already adopted by {other_label} (SmartArray(..., "
+                        f"copy=False)); two SmartArrays over one buffer would each miss the "
+                        f"other's writes: use that SmartArray (or a view of it), or copy"
+                    )
+        if not writeable:
+            return  # nothing to lock: the SmartArray itself is read-only
+        token = next(_tokens)
+        _adopted[token] = (lo, hi, label)
+        locked = []
+        for array in _lockable_chain(source):
+            entry = _locked.setdefault(id(array), [array, 0])
+            entry[1] += 1
+            array.flags.writeable = False
+            locked.append(id(array))
+    weakref.finalize(owner, _release, token, locked)
+
+
+def _release(token: int, locked: list[int]) -> None:
+    """Undo :func:`adopt` once its SmartArray is gone: writeable again if no one else locks."""
+    with _lock:
+        _adopted.pop(token, None)
+        for key in locked:
+            entry = _locked.get(key)
+            if entry is not None:
+                entry[1] -= 1
+        # numpy makes a view writeable only while its base is: retry until nothing changes
+        # (a view whose base another adoption still locks waits for that one's release).
+        progress = True
+        while progress:
+            progress = False
+            for key, (array, count) in list(_locked.items()):
+                if count == 0:
+                    try:
+                        array.flags.writeable = True
+                    except ValueError:
+                        continue
+                    del _locked[key]
+                    progress = True
+        for key, (array, count) in list(_locked.items()):
+            if count == 0 and not any(id(base) in _locked for base in _bases(array)):
+                del _locked[key]  # made read-only for good by someone else meanwhile
+
+
+def _bases(array: np.ndarray) -> list[Any]:
+    bases = []
+    base = array.base
+    while isinstance(base, np.ndarray):
+        bases.append(base)
+        base = base.base
+    return bases

@@ -1,0 +1,200 @@
+"""Foreign ndarrays are copied by default; explicit adoption locks them (issue #11, item 2).
+
+A SmartArray cannot see writes made through an ndarray it does not own, so
+``smartarray.asarray``/``SmartArray(obj)`` copy, and ``SmartArray(a, copy=False)`` makes
+``a`` (and the ndarrays it is a view of) read-only while the SmartArray lives.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import inc
+from numba import njit
+
+import smartarray as sa
+from smartarray import SmartArray
+
+
+def test_asarray_copies_an_ndarray() -> None:
+    a = np.zeros(4)
+    s = sa.asarray(a)
+    a[:] = 7  # the caller's array stays writable and its own
+    np.testing.assert_array_equal(s.get("host"), np.zeros(4))
+    assert not np.shares_memory(s.get("host"), a)
+    assert a.flags.writeable
+
+
+@pytest.mark.parametrize("make", [sa.asarray, SmartArray], ids=["asarray", "SmartArray"])
+def test_default_conversions_copy_any_layout(make: object) -> None:
+    for data in (np.arange(6.0).reshape(2, 3), np.asfortranarray(np.ones((2, 3)))):
+        s = make(data)  # type: ignore[operator]
+        data += 1
+        assert not np.shares_memory(s.get("host"), data)
+        np.testing.assert_array_equal(np.asarray(s), data - 1)
+
+
+@pytest.mark.device
+def test_issue_reproduction_asarray_then_kernel() -> None:
+    # The issue's reproduction: writes through the original ndarray after a device copy
+    # exists were lost. Now the SmartArray owns a copy: the kernel sees its own data.
+    a = np.zeros(4)
+    s = sa.asarray(a)
+    s.get("gpu")
+    a[:] = 7
+    with sa.track_transfers() as stats:
+        inc[1, 4](s)
+        result = s.get("host").copy()
+    np.testing.assert_array_equal(result, np.ones(4))
+    np.testing.assert_array_equal(a, np.full(4, 7.0))
+    assert (stats.h2d_count, stats.d2h_count) == (0, 1)
+
+
+@pytest.mark.device
+def test_issue_reproduction_explicit_adoption_is_loud() -> None:
+    a = np.zeros(4)
+    s = SmartArray(a, copy=False)
+    s.get("gpu")
+    with pytest.raises(ValueError, match="read-only"):
+        a[:] = 7
+    assert s.location == "both"
+    inc[1, 4](s)
+    np.testing.assert_array_equal(s.get("host"), np.ones(4))
+    np.testing.assert_array_equal(a, np.ones(4))  # same memory, synchronised through s
+
+
+def test_explicit_adoption_locks_until_the_smartarray_is_gone() -> None:
+    a = np.arange(4.0)
+    s = SmartArray(a, copy=False)
+    view = s[1:3]
+    assert not a.flags.writeable
+    s[0] = 10.0  # writes through the SmartArray reach the shared memory
+    assert a[0] == 10.0
+    with pytest.raises(ValueError, match="read-only"):
+        a[1] = 0.0
+    del s
+    gc.collect()
+    assert not a.flags.writeable  # a view of the SmartArray still uses the memory
+    view[0] = 5.0
+    del view
+    gc.collect()
+    assert a.flags.writeable
+    a[1] = 0.0
+    np.testing.assert_array_equal(a, [10.0, 0.0, 2.0, 3.0])
+
+
+def test_adopting_a_view_locks_its_base_too() -> None:
+    base = np.zeros(8)
+    s = SmartArray(base.reshape(2, 4), copy=False)
+    with pytest.raises(ValueError, match="read-only"):
+        base[0] = 1.0
+    del s
+    gc.collect()
+    base[0] = 1.0
+
+
+def test_second_adoption_of_the_same_memory_is_refused() -> None:
+    a = np.zeros(6)
+    s = SmartArray(a, copy=False, label="first")
+    before = (a.flags.writeable, s.location)
+    with pytest.raises(ValueError, match="already adopted by first"):
+        SmartArray(a, copy=False)
+    with pytest.raises(ValueError, match="already adopted"):
+        SmartArray(a[2:4], copy=False)  # overlapping memory
+    assert (a.flags.writeable, s.location) == before
+    # Copies and SmartArray views remain the way to go.
+    assert not np.shares_memory(sa.asarray(a).get("host"), a)
+    shared = SmartArray(s, copy=False)
+    shared[0] = 3.0
+    assert s[0] == 3.0
+
+
+def test_disjoint_views_of_one_base_unlock_when_both_are_gone() -> None:
+    base = np.zeros(8)
+    left_half, right_half = base[:4], base[4:]
+    left = SmartArray(left_half, copy=False)
+    # A view taken now would be read-only (numpy: views of read-only arrays are), and so
+    # would a SmartArray adopting it; the right half was taken before the lock.
+    assert not base[4:].flags.writeable
+    right = SmartArray(right_half, copy=False)
+    assert right.flags.writeable
+    del left
+    gc.collect()
+    assert not base.flags.writeable  # still adopted (through its right half)
+    del right
+    gc.collect()
+    assert base.flags.writeable
+
+
+def test_read_only_ndarray_adopted_read_only_without_lock() -> None:
+    a = np.arange(3.0)
+    a.flags.writeable = False
+    first = SmartArray(a, copy=False)
+    second = SmartArray(a, copy=False)  # nothing can write either: both allowed
+    assert not first.flags.writeable and not second.flags.writeable
+    del first, second
+    gc.collect()
+    assert not a.flags.writeable  # never ours to change
+
+
+def test_results_of_operations_are_not_locked_or_registered() -> None:
+    s = sa.asarray(np.arange(4.0))
+    result = s + 1  # numpy's fresh result, adopted internally
+    host = result.get("host")
+    assert host.flags.writeable
+    host[0] = 9.0
+    result.mark_changed("host")
+    assert result[0] == 9.0
+    # Its memory is not registered as explicitly adopted: adopting a copy works.
+    SmartArray(np.array(host), copy=False)
+
+
+def test_adopting_a_buffer_object_registers_its_memory() -> None:
+    buffer = bytearray(32)
+    s = SmartArray(np.frombuffer(buffer, dtype=np.float64), copy=False, label="buf")
+    s[:] = 1.0
+    assert np.frombuffer(buffer)[0] == 1.0
+    with pytest.raises(ValueError, match="already adopted by buf"):
+        SmartArray(memoryview(buffer).cast("d"), copy=False)
+
+
+# --- other paths that could wrap a caller's ndarray ---------------------------------------
+
+
+def test_numpy_results_sharing_a_callers_ndarray_are_copied() -> None:
+    s = sa.asarray(np.arange(3.0))
+    nd = np.zeros(3)
+    same, other = np.atleast_1d(s, nd)  # numpy returns nd itself
+    assert same.base is s  # a view of the SmartArray argument stays a view
+    assert not np.shares_memory(other.get("host"), nd)
+    nd[0] = 5.0
+    assert other[0] == 0.0
+    assert nd.flags.writeable
+    _, broadcast = np.broadcast_arrays(s, nd[:1])
+    assert not np.shares_memory(broadcast.get("host"), nd)
+    np.testing.assert_array_equal(np.asarray(broadcast), [5.0, 5.0, 5.0])
+
+
+def test_out_ndarray_is_returned_as_is() -> None:
+    s = sa.asarray(np.arange(3.0))
+    nd = np.zeros(3)
+    assert np.add(s, 1, out=nd) is nd
+    np.testing.assert_array_equal(nd, [1.0, 2.0, 3.0])
+
+
+@njit
+def pick(a: Any, b: Any, first: bool) -> Any:
+    return a if first else b
+
+
+def test_jit_result_that_is_a_plain_ndarray_argument_is_copied() -> None:
+    s = sa.asarray(np.arange(3.0))
+    nd = np.zeros(3)
+    assert pick(s, nd, True) is s
+    result = pick(s, nd, False)  # typed as a SmartArray (the branches unify)
+    assert isinstance(result, SmartArray)
+    assert not np.shares_memory(result.get("host"), nd)
+    np.testing.assert_array_equal(np.asarray(result), nd)

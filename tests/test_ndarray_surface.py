@@ -1,0 +1,167 @@
+"""ndarray surface found missing by users (issue #11, item 10).
+
+Setting ``shape``, the (read-only) buffer protocol, ``round()``, numpy's named-tuple results
+(``np.linalg.eigh``, ``svd``...), functions that cannot be overridden (``np.vectorize``,
+Generator methods) and the Numba type's wording in typing errors.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import inc
+from numba import njit
+from numba.core.errors import TypingError
+
+import smartarray as sa
+from smartarray import SmartArray
+
+
+@njit
+def column_sums(x: Any) -> Any:
+    return x.sum(axis=0)
+
+
+@njit
+def add_text(x: Any) -> Any:
+    return x + "text"
+
+
+# --- setting shape ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("derive", "shape"),
+    [
+        (lambda x: x, (2, 3)),
+        (lambda x: x, (3, -1)),
+        (lambda x: x[::2], (3, 1)),
+        (lambda x: x.reshape(2, 3), (6,)),
+        (lambda x: x.reshape(3, 2).T, (3, 2)),  # F-contiguous: C-order reshape copies
+        (lambda x: x.reshape(2, 3).T, (6,)),  # needs a copy: refused
+        (lambda x: x, (4,)),  # wrong size
+    ],
+)
+def test_setting_shape_like_numpy(derive: Callable[[Any], Any], shape: Any) -> None:
+    expected = derive(np.arange(6.0))
+    a = derive(sa.asarray(np.arange(6.0)))
+    try:
+        expected.shape = shape
+    except Exception as numpy_error:
+        before = (a.shape, a.strides)
+        with pytest.raises(type(numpy_error), match=str(numpy_error)[:20]):
+            a.shape = shape
+        assert (a.shape, a.strides) == before
+        return
+    a.shape = shape
+    assert (a.shape, a.strides) == (expected.shape, expected.strides)
+    np.testing.assert_array_equal(np.asarray(a), expected)
+
+
+def test_setting_shape_changes_only_that_object_and_refreshes_caches() -> None:
+    a = sa.asarray(np.arange(6.0))
+    other = a[:]
+    assert column_sums(a[None, :]).shape == (6,)  # caches a Numba type and jit views
+    a.shape = (2, 3)
+    assert other.shape == (6,)
+    np.testing.assert_array_equal(np.asarray(column_sums(a)), [3.0, 5.0, 7.0])
+    a[1, 2] = 50.0
+    assert other[5] == 50.0  # still the same memory
+
+
+@pytest.mark.device
+def test_setting_shape_of_a_device_only_array_copies_nothing() -> None:
+    a = sa.zeros(8, where="gpu")
+    with sa.no_transfers():
+        a.shape = (2, 4)
+    assert a.location == "gpu"
+    flat = a.reshape(-1)
+    inc[1, 8](flat)
+    np.testing.assert_array_equal(np.asarray(a), np.ones((2, 4)))
+
+
+# --- buffer protocol ---------------------------------------------------------------------
+
+
+def test_buffer_is_the_read_only_host_copy() -> None:
+    a = sa.asarray(np.arange(6.0).reshape(2, 3))
+    view = a.__buffer__(0)
+    assert view.readonly and view.shape == (2, 3) and view.format == "d"
+    assert view.tobytes() == np.arange(6.0).tobytes()
+    with pytest.raises(BufferError, match="read-only"):
+        a.__buffer__(1)  # PyBUF_WRITABLE
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="memoryview() of Python classes: 3.12+")
+def test_memoryview() -> None:  # pragma: no cover - Python 3.12+
+    a = sa.asarray(np.arange(4.0))
+    assert memoryview(a).tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert bytes(a) == np.arange(4.0).tobytes()
+
+
+@pytest.mark.device
+def test_buffer_of_a_device_only_array_copies_once() -> None:
+    a = sa.full(4, 2.0, where="gpu")
+    with sa.track_transfers() as stats:
+        view = a.__buffer__(0)
+    assert (stats.h2d_count, stats.d2h_count) == (0, 1)
+    assert view.tolist() == [2.0] * 4
+
+
+# --- round() and named results -------------------------------------------------------------
+
+
+def test_round_like_numpy() -> None:
+    data = np.array([1.234, 5.678])
+    a = sa.asarray(data)
+    with pytest.raises(TypeError):  # numpy 2 defines no ndarray.__round__
+        round(data, 2)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="__round__"):
+        round(a, 2)  # type: ignore[call-overload]
+    for rounded in (a.round(2), np.round(a, 2), np.around(a, 2)):
+        assert isinstance(rounded, SmartArray)
+        np.testing.assert_array_equal(np.asarray(rounded), np.round(data, 2))
+
+
+@pytest.mark.parametrize(
+    "function",
+    [np.linalg.eigh, np.linalg.eig, np.linalg.svd, np.linalg.qr, np.linalg.slogdet],
+)
+def test_named_tuple_results_hold_smartarrays(function: Callable[..., Any]) -> None:
+    data = np.array([[2.0, 1.0], [1.0, 3.0]])
+    got = function(sa.asarray(data))
+    expected = function(data)
+    assert type(got) is type(expected)
+    assert got._fields == expected._fields
+    for value, reference in zip(got, expected, strict=True):
+        if isinstance(reference, np.ndarray):
+            assert isinstance(value, SmartArray)
+        np.testing.assert_allclose(np.asarray(value), reference)
+
+
+def test_functions_numpy_cannot_dispatch_return_ndarrays() -> None:
+    # np.vectorize and Generator methods are not NEP-18 functions: like for any array-like,
+    # they read the SmartArray through __array__ and return plain ndarrays.
+    a = sa.asarray(np.arange(4.0))
+    doubled = np.vectorize(lambda v: 2 * v)(a)
+    assert type(doubled) is np.ndarray
+    np.testing.assert_array_equal(doubled, np.arange(4.0) * 2)
+    permuted = np.random.default_rng(1).permutation(a)
+    assert type(permuted) is np.ndarray
+    np.testing.assert_array_equal(permuted, np.random.default_rng(1).permutation(np.arange(4.0)))
+    assert type(sa.asarray(permuted)) is SmartArray
+
+
+# --- Numba wording -----------------------------------------------------------------------
+
+
+def test_numba_type_reads_like_numbas_array_type() -> None:
+    a = sa.asarray(np.arange(3.0))
+    assert str(a._numba_type_) == "array(float64, 1d, C) (SmartArray)"
+    assert str(sa.In(a)._numba_type_) == "readonly array(float64, 1d, C) (SmartArray)"
+    with pytest.raises(TypingError, match=r"add\(array\(float64, 1d, C\) \(SmartArray\)"):
+        add_text(a)
