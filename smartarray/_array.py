@@ -8,12 +8,12 @@ import numbers
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from . import _adoption, _backend, _numpy_protocols
+from . import _adoption, _backend, _fastpath, _numpy_protocols
 from ._coherence import Allocation, State
 from ._errors import HostMemory, Where, normalize_host_memory, normalize_where
 from ._layout import (
@@ -33,6 +33,10 @@ from ._layout import (
     _view_key,
 )
 from ._shuffle_guard import ensure_shuffle_guard
+
+_HOST = State.HOST
+_DEVICE = State.DEVICE
+_SCALAR_VALUES = _fastpath.SCALAR_VALUES
 
 try:  # The kernel-argument hook: numba.cuda calls to_device() on every ArgHint argument.
     from numba.cuda.args import ArgHint as _ArgHint
@@ -101,6 +105,13 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     _dtype: np.dtype
     _writeable: bool
     _base: SmartArray | None
+    # Cached host ndarrays of this view, made on first use: read-only, and writable (only for
+    # a writable array); the fast paths (_fastpath) use them as they are. All attributes are
+    # set in _init_view and read as attributes, never through ``__dict__``: touching
+    # ``__dict__`` turns CPython's compact instance attributes into a dict, which makes every
+    # later attribute access of that instance slower.
+    _host_ro: np.ndarray | None
+    _host_rw: np.ndarray | None
 
     def __init__(
         self,
@@ -171,6 +182,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         self._dtype = dtype
         self._writeable = writeable
         self._base = base
+        self._host_ro = None
+        self._host_rw = None
+        self._template_cache: np.ndarray | None = None
 
     def _init_from_smartarray(
         self,
@@ -356,11 +370,11 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def _from_numpy_result(cls, result: np.ndarray, arrays: list[SmartArray]) -> SmartArray:
         """Wrap an ndarray returned by numpy: a view of an argument's buffer, or new data."""
         if result.size:  # 0-d views (np.real of a 0-d array…) must not be adopted as new data
-            lo, hi = np.lib.array_utils.byte_bounds(result)
             for array in arrays:
                 host = array._alloc.host
-                if host is None:
+                if host is None or not np.may_share_memory(result, host):  # (bounds only)
                     continue
+                lo, hi = np.lib.array_utils.byte_bounds(result)
                 start = host.ctypes.data
                 if start <= lo and hi <= start + array._alloc.nbytes:
                     return cls._view(
@@ -400,9 +414,14 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def _own(cls, host: np.ndarray) -> SmartArray:
         """A new SmartArray whose host buffer is ``host``, a contiguous ndarray that nobody
         else holds (a fresh result): no copy, and none of the locking explicit adoption
-        (``copy=False``) of a caller's ndarray does."""
-        layout = _contiguity(host.shape, host.strides, host.itemsize)
-        if layout is None:
+        (``copy=False``) of a caller's ndarray does; about the cost of one object creation
+        (the fast paths wrap every new numpy result with it)."""
+        flags = host.flags
+        if flags.c_contiguous:
+            layout = "C"
+        elif flags.f_contiguous:
+            layout = "F"
+        else:
             raise AssertionError("_own needs a contiguous ndarray")
         alloc = Allocation(
             host.shape,
@@ -410,11 +429,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             layout,
             host=host,
             device=None,
-            state=State.HOST,
+            state=_HOST,
             host_memory="pageable",
         )
-        writeable = bool(host.flags.writeable)
-        return cls._view(alloc, 0, alloc.shape, tuple(host.strides), alloc.dtype, writeable, None)
+        array = cls.__new__(cls)
+        array._init_view(alloc, 0, host.shape, host.strides, host.dtype, flags.writeable)
+        return array
 
     # --- coherence API (the old numba.SmartArray API) ---------------------------------------
 
@@ -544,19 +564,28 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 alloc.ensure_host()
         elif alloc.host is None:
             alloc._host_buffer()
-        key = "_host_rw" if write else "_host_ro"
-        view = self.__dict__.get(key)
+        writeable = write and self._writeable  # (a read-only array's views are all read-only)
+        view = self._host_rw if writeable else self._host_ro
         if view is None:
-            assert alloc.host is not None
-            view = _backend.strided_view(
-                alloc.host,
-                self._offset,
-                self._shape,
-                self._strides,
-                self._dtype,
-                writeable=write and self._writeable,
-            )
-            self.__dict__[key] = view
+            host = alloc.host
+            assert host is not None
+            if (
+                self._offset == 0
+                and self._shape == host.shape
+                and self._strides == host.strides
+                and self._dtype == host.dtype
+            ):  # the whole buffer, as it is laid out
+                view = host.view(np.ndarray)
+                if not writeable:
+                    view.flags.writeable = False
+            else:
+                view = _backend.strided_view(
+                    host, self._offset, self._shape, self._strides, self._dtype, writeable
+                )
+            if writeable:
+                self._host_rw = view
+            else:
+                self._host_ro = view
         return view
 
     def _device_view(self, stream: Any = None, prepare: Callable[..., Any] | None = None) -> Any:
@@ -575,7 +604,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     def _template(self) -> np.ndarray:
         """An ndarray with this view's layout over a fake address (never read or written)."""
-        template = self.__dict__.get("_template_cache")
+        template = self._template_cache
         if template is None:
             template = _backend.array_at(
                 _FAKE_BASE + self._offset,
@@ -585,7 +614,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 readonly=not self._writeable,
                 keep_alive=None,
             )
-            self.__dict__["_template_cache"] = template
+            self._template_cache = template
         return template
 
     def _from_template(self, result: np.ndarray) -> SmartArray:
@@ -633,7 +662,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         if template.shape == self._shape and template.strides == self._strides:
             return
         with self._alloc.lock:
-            for key in _LAYOUT_CACHES:  # everything cached for the old layout
+            # Everything cached for the old layout: host views and template (attributes),
+            # Numba types and compiled code's host views (instance-dict entries).
+            self._host_rw = self._host_ro = self._template_cache = None
+            for key in _NUMBA_LAYOUT_CACHES:
                 self.__dict__.pop(key, None)
             self._shape = tuple(template.shape)
             self._strides = tuple(template.strides)
@@ -733,6 +765,24 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return (self[i] for i in range(self._shape[0]))
 
     def __getitem__(self, key: Any) -> Any:
+        kind = type(key)
+        if kind is int or kind is tuple:  # fast path: an element of a ready host copy
+            alloc = self._alloc
+            host = self._host_ro
+            if (
+                host is not None
+                and alloc.state is not _DEVICE
+                and alloc._host_event is None
+                and alloc._device_event is None
+                and (
+                    len(self._shape) == 1
+                    if kind is int
+                    else len(key) == len(self._shape) and all(type(i) is int for i in key)
+                )
+            ):
+                return host[key]  # numpy's own IndexError for a bad index
+        elif kind is slice and len(self._shape) == 1:  # fast path: a 1-d basic slice (a view)
+            return self._slice_1d(key)
         if _is_basic_index(key):
             if _selects_scalar(key, self.ndim):
                 self._template()[_view_key(key)]  # bounds check on the layout only
@@ -746,7 +796,49 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             _layout_probe(self._shape, np.dtype(np.bool_))[key]
         return _numpy_protocols.call_on_host(_getitem, (self, key), {})
 
+    def _slice_1d(self, key: slice) -> SmartArray:
+        """``self[key]`` for a 1-d array and a slice: the view's layout computed directly."""
+        start, stop, step = key.indices(self._shape[0])
+        length = len(range(start, stop, step))
+        if not length:  # numpy's layout of an empty slice
+            start, step = 0, 1
+        stride = self._strides[0]
+        return SmartArray._view(
+            self._alloc,
+            self._offset + start * stride,
+            (length,),
+            (stride * step,),
+            self._dtype,
+            self._writeable,
+            self if self._base is None else self._base,
+        )
+
     def __setitem__(self, key: Any, value: Any) -> None:
+        host = self._host_rw  # cached only for writable arrays
+        if (
+            host is not None
+            and (type(key) is int or type(key) is slice)
+            and (
+                type(value) in _SCALAR_VALUES
+                or (
+                    type(value) is np.ndarray
+                    and value.dtype.kind in _NUMERIC_KINDS
+                    and self._dtype.kind in _NUMERIC_KINDS
+                )
+            )
+        ):
+            # Fast path: the device copy (if any) is already stale, so nothing changes state
+            # and numpy either converts and writes, or raises before writing. The lock keeps
+            # an upload from reading the buffer while it is written.
+            alloc = self._alloc
+            lock = alloc.lock
+            lock.acquire()  # (cheaper than ``with`` here)
+            try:
+                if alloc.state is _HOST and alloc._host_event is None and alloc._launch is None:
+                    host[key] = value
+                    return
+            finally:
+                lock.release()
         self._check_writeable()
         covers_all = False
         if _is_basic_index(key):
@@ -826,20 +918,13 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         return _numpy_protocols.array_function(func, types, args, kwargs)
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names not defined on SmartArray: forward public ndarray methods and
-        # attributes to the host copy, made current first (never to a stale copy).
-        attribute = getattr(type(self), name, None)
-        if isinstance(attribute, property):
-            # A property that raised AttributeError (e.g. __cuda_array_interface__ off a real
-            # GPU): raise its own, informative error rather than a generic one.
-            return attribute.__get__(self, type(self))
-        if name.startswith("_") or not hasattr(np.ndarray, name):
-            raise AttributeError(f"'SmartArray' object has no attribute {name!r}")
-        if callable(getattr(np.ndarray, name)):
-            return _numpy_protocols.call_method(self, name)
-        # Non-callable attributes (ctypes, data, flat…) come from a read-only host view.
-        return getattr(self._host_view(write=False), name)
+    # The other public ndarray methods and attributes are forwarded to the host copy, made
+    # current first, by members generated below the class (_numpy_protocols.ndarray_members):
+    # explicit members, not __getattr__, because a class with __getattr__ makes every
+    # attribute access of its instances slower (CPython cannot specialise it).
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any: ...
 
     # --- conversions ------------------------------------------------------------------------
 
@@ -1058,26 +1143,50 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     # Reductions: explicit for discoverability; all run on the host copy through numpy.
     def sum(self, *args: Any, **kwargs: Any) -> Any:
         """Sum of elements (``numpy.sum``)."""
+        if not args and not kwargs:
+            host = _fastpath.readable_host(self)
+            if host is not None:
+                return host.sum()
         return np.sum(self, *args, **kwargs)
 
     def mean(self, *args: Any, **kwargs: Any) -> Any:
         """Mean of elements (``numpy.mean``)."""
+        if not args and not kwargs:
+            host = _fastpath.readable_host(self)
+            if host is not None:
+                return host.mean()
         return np.mean(self, *args, **kwargs)
 
     def min(self, *args: Any, **kwargs: Any) -> Any:
         """Minimum (``numpy.min``)."""
+        if not args and not kwargs:
+            host = _fastpath.readable_host(self)
+            if host is not None:
+                return host.min()
         return np.min(self, *args, **kwargs)
 
     def max(self, *args: Any, **kwargs: Any) -> Any:
         """Maximum (``numpy.max``)."""
+        if not args and not kwargs:
+            host = _fastpath.readable_host(self)
+            if host is not None:
+                return host.max()
         return np.max(self, *args, **kwargs)
 
     def any(self, *args: Any, **kwargs: Any) -> Any:
         """True if any element is true (``numpy.any``)."""
+        if not args and not kwargs:
+            host = _fastpath.readable_host(self)
+            if host is not None:
+                return host.any()
         return np.any(self, *args, **kwargs)
 
     def all(self, *args: Any, **kwargs: Any) -> Any:
         """True if all elements are true (``numpy.all``)."""
+        if not args and not kwargs:
+            host = _fastpath.readable_host(self)
+            if host is not None:
+                return host.all()
         return np.all(self, *args, **kwargs)
 
     # --- CUDA hooks -------------------------------------------------------------------------
@@ -1109,18 +1218,20 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
 _PYBUF_WRITABLE = 0x0001  # inspect.BufferFlags.WRITABLE (Python 3.12+)
 
-# What a SmartArray caches for its layout (dropped when its shape is set): host views, the
-# layout template, its Numba types and the host views handed to compiled code.
-_LAYOUT_CACHES = (
-    "_host_rw",
-    "_host_ro",
-    "_template_cache",
+# What a SmartArray caches for its layout in its instance dict (dropped when its shape is
+# set, with the host views and the layout template): its Numba types and the host views
+# handed to compiled code.
+_NUMBA_LAYOUT_CACHES = (
     "_numba_type_",
     "_numba_type_readonly",
     "_numba_type_writeable",
     "_jit_rw",
     "_jit_ro",
 )
+
+for _name, _member in _numpy_protocols.ndarray_members(SmartArray).items():
+    setattr(SmartArray, _name, _member)
+_fastpath.install(SmartArray)
 
 
 def _covers(layout: np.ndarray, alloc: Allocation) -> bool:

@@ -29,9 +29,10 @@ which evicts device copies through :meth:`Allocation.evict_device` (a spill is a
 
 from __future__ import annotations
 
+import _thread
 import enum
 import itertools
-import threading
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -84,18 +85,22 @@ class Allocation:
         self.shape = shape
         self.dtype = dtype
         self.order = order
-        self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        self.nbytes = host.nbytes if host is not None else int(math.prod(shape)) * dtype.itemsize
         self.host = host
         self.device = device
         self.state = state
         self.host_memory: HostMemory = host_memory
-        self.label = label or f"SmartArray#{next(_labels)}"
+        # The default label is formatted when first read (most arrays are never named).
+        self._label = label
+        self._number = next(_labels)
         self.key = next(_keys)  # identifies this allocation in smartarray._memory
-        self.lock = threading.RLock()
+        self.lock = _thread.RLock()  # (threading.RLock is a Python-level wrapper of this)
         # Events of asynchronous work on non-default streams that touches this allocation:
         # the last device work (kernel or copy), and the last copy that writes (D2H) or reads
         # (H2D) the host buffer. Host access waits for these, and only these. (The compiled
-        # @njit unboxing in _numba_cpu reads state, _host_event and _device_event directly.)
+        # @njit unboxing in _numba_cpu and the host fast paths in _fastpath read state,
+        # _host_event, _device_event and _launch directly: a new condition under which host
+        # access must wait or take the lock needs a matching check there.)
         self._device_event: Any = None
         self._host_event: Any = None
         # True while the last device work was on the default stream (which records no event):
@@ -151,6 +156,11 @@ class Allocation:
         return alloc
 
     # --- queries -------------------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        """Name of this allocation in the transfer ledger and in error messages."""
+        return self._label or f"SmartArray#{self._number}"
 
     def is_valid(self, where: Where) -> bool:
         """True when the ``where`` copy is current."""

@@ -16,10 +16,13 @@ Everything numpy does to a SmartArray runs on its host copy:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from . import _fastpath
 
 if TYPE_CHECKING:
     from ._array import SmartArray
@@ -39,6 +42,7 @@ REFUSED_METHODS = {
 }
 
 
+@functools.cache
 def _smartarray_type() -> type[SmartArray]:
     from ._array import SmartArray
 
@@ -155,6 +159,15 @@ def _foreign_override(values: Iterable[Any], attribute: str) -> bool:
 
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: dict) -> Any:
     """Implementation of ``SmartArray.__array_ufunc__``."""
+    if "out" not in kwargs and "where" not in kwargs:
+        if method == "__call__":  # results are new arrays
+            result = _fastpath.call_ufunc(ufunc, inputs, kwargs)
+        elif method != "at":  # reduce, accumulate, reduceat, outer
+            result = _fastpath.call_function(getattr(ufunc, method), inputs, kwargs)
+        else:
+            result = _fastpath.FALLBACK
+        if result is not _fastpath.FALLBACK:
+            return result
     out = kwargs.get("out", ())
     if _foreign_override((*inputs, *out), "__array_ufunc__"):
         return NotImplemented
@@ -372,6 +385,10 @@ def array_function(
         result = special(*args, **kwargs)
         if result is not _FALLBACK:
             return result
+    if "out" not in kwargs and func not in _WRITES_FIRST_ARGUMENT:
+        result = _fastpath.call_function(func, args, kwargs)
+        if result is not _fastpath.FALLBACK:
+            return result
     return call_on_host(func, args, kwargs, writes_first=func in _WRITES_FIRST_ARGUMENT)
 
 
@@ -397,18 +414,50 @@ def call_on_host(
     return call.wrap(result)
 
 
-def call_method(array: SmartArray, name: str) -> Callable[..., Any]:
-    """A bound ndarray method ``name`` that runs on ``array``'s host copy."""
-    if name in REFUSED_METHODS:
-        raise AttributeError(REFUSED_METHODS[name])
+def ndarray_members(cls: type) -> dict[str, Any]:
+    """Members forwarding the public ndarray methods and attributes that ``cls`` lacks.
+
+    Methods run on the host copy (made current first; mutating ones mark it changed),
+    attributes (``ctypes``, ``data``, ``flat``…) are read from a read-only host view, and
+    :data:`REFUSED_METHODS` are properties raising ``AttributeError`` with the reason (so
+    ``hasattr`` is false for them, as for any missing attribute).
+    """
+    members: dict[str, Any] = {}
+    for name in dir(np.ndarray):
+        if name.startswith("_") or hasattr(cls, name):
+            continue
+        if name in REFUSED_METHODS:
+            members[name] = _refused(REFUSED_METHODS[name])
+        elif callable(getattr(np.ndarray, name)):
+            members[name] = _forwarded_method(name)
+        else:
+            members[name] = _forwarded_attribute(name)
+    return members
+
+
+def _refused(reason: str) -> property:
+    def refuse(self: Any) -> Any:
+        raise AttributeError(reason)
+
+    return property(refuse, doc=reason)
+
+
+def _forwarded_method(name: str) -> Callable[..., Any]:
     mutating = name in MUTATING_METHODS
 
-    def method(*args: Any, **kwargs: Any) -> Any:
-        return _call_bound(array, name, mutating, args, kwargs)
+    def method(self: SmartArray, *args: Any, **kwargs: Any) -> Any:
+        return _call_bound(self, name, mutating, args, kwargs)
 
-    method.__name__ = name
+    method.__name__ = method.__qualname__ = name
     method.__doc__ = getattr(np.ndarray, name).__doc__
     return method
+
+
+def _forwarded_attribute(name: str) -> property:
+    def get(self: SmartArray) -> Any:
+        return getattr(self._host_view(write=False), name)
+
+    return property(get, doc=getattr(np.ndarray, name).__doc__)
 
 
 def _call_bound(array: SmartArray, name: str, mutating: bool, args: tuple, kwargs: dict) -> Any:

@@ -25,6 +25,9 @@ Oversubscription and pinned pool (:mod:`smartarray.bench_memory`)
 CPU ``@njit`` overhead (every tier)
     Per-call overhead of passing a SmartArray instead of an ndarray to an ``@njit`` function,
     measured by :mod:`smartarray.bench_njit` when that module is present.
+Host speed (every tier; alone with ``--host``)
+    SmartArray ÷ ndarray for everyday numpy operations (indexing, operators, reductions) and
+    the ``@njit`` call ÷ Numba's floor, measured by :mod:`smartarray.bench_host`.
 
 Results are printed as tables and written to ``<out>/bench-<tier>.json`` and, when matplotlib
 is installed (``pip install smartarray[plot]``), ``<out>/bench-<tier>.png``. On a machine with
@@ -650,7 +653,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print("\nCPU: ", end="")
     results["njit"], report = njit_overhead()
     print(report)
+    results["host"] = host_speed(args.quick)
     return results
+
+
+def host_speed(quick: bool) -> list[dict[str, Any]]:
+    """Measure and print the host-speed table (:mod:`smartarray.bench_host`)."""
+    from . import bench_host
+
+    if quick:
+        rows = bench_host.measure_host_overhead(estimates=3, rounds=1, seconds=0.005)
+    else:
+        rows = bench_host.measure_host_overhead()
+    print("\nHost speed: SmartArray ÷ ndarray, same process, median of estimates")
+    print(bench_host.format_table(rows))
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -663,7 +680,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=None, help="elements for the transfer part")
     parser.add_argument("--steps", type=int, default=None, help="launches in the kernel chain")
     parser.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
+    parser.add_argument(
+        "--host", action="store_true", help="only the host-speed table (SmartArray ÷ ndarray)"
+    )
     args = parser.parse_args(argv)
+
+    if args.host:
+        host_results: dict[str, Any] = {"meta": _meta(), "host": host_speed(args.quick)}
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / "bench-host.json"
+        path.write_text(json.dumps(host_results, indent=2) + "\n")
+        print(f"\nwrote {path}")
+        return 0
 
     if _backend.tier() == "host-only":
         print("No CUDA GPU here: re-running the benchmarks in Numba's CUDA simulator.", flush=True)

@@ -68,6 +68,7 @@ def test_bench_quick_in_simulator(tmp_path: Path) -> None:
     assert "Oversubscription: data 3x the device memory limit" in out
     if results.get("njit") is not None:
         assert results["njit"]["ratio"] > 0
+    assert len(results["host"]) == 7 and "Host speed" in out
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -95,3 +96,16 @@ def test_ledger_text_counts_in_the_right_number() -> None:
     assert str(TransferStats(1, 8, 2, 16)) == (
         "host->device: 1 copy, 8 bytes; device->host: 2 copies, 16 bytes"
     )
+
+
+def test_bench_host_table(tmp_path: Path) -> None:
+    out = run(["-m", "smartarray.bench", "--host", "--quick", "--out", str(tmp_path)], False)
+    results = json.loads((tmp_path / "bench-host.json").read_text())
+    rows = {row["label"]: row for row in results["host"]}
+    assert len(rows) == 7 and results["meta"]["numpy"]
+    for label, row in rows.items():
+        assert label in out
+        assert row["baseline_us"] > 0 and row["smartarray_us"] > 0
+        assert row["ratio_min"] <= row["ratio"] <= row["ratio_max"]
+        assert row["met"] == (row["ratio"] <= row["target"])
+    assert rows["@njit trivial call ÷ Numba floor"]["baseline"] == "Numba floor"

@@ -137,6 +137,117 @@ class CoherenceMachine(RuleBasedStateMachine):
         self.model += v
         self.host_written()
 
+    # Host fast paths (smartarray._fastpath): taken when the host copy is ready, the full path
+    # otherwise; both must leave the same flags and make the same copies.
+    @rule(s=span, v=value)
+    def slice_assign(self, s: tuple[int, int], v: float) -> None:
+        def act() -> None:
+            self.array[s[0] : s[1]] = v
+
+        needs = 0 if s == (0, N) else self.host_needs()
+        self.expect_step(act, d2h=needs)
+        self.model[s[0] : s[1]] = v
+        self.host_written()
+
+    @rule(s=span, v=value)
+    def slice_assign_ndarray(self, s: tuple[int, int], v: float) -> None:
+        values = np.full(s[1] - s[0], v)
+
+        def act() -> None:
+            self.array[s[0] : s[1]] = values
+
+        needs = 0 if s == (0, N) else self.host_needs()
+        self.expect_step(act, d2h=needs)
+        self.model[s[0] : s[1]] = values
+        self.host_written()
+
+    @rule(v=value)
+    def inplace_with_smartarray(self, v: float) -> None:
+        other = sa.full(N, v)
+
+        def act() -> None:
+            self.array *= other
+            self.array -= other
+
+        self.expect_step(act, d2h=self.host_needs())
+        self.model *= v
+        self.model -= v
+        self.host_written()
+
+    @rule(v=value)
+    def operators_read(self, v: float) -> None:
+        results = self.expect_step(
+            lambda: (
+                self.array + v,
+                v - self.array,
+                -self.array,
+                self.array * self.array,
+                (self.array + v) * self.array,  # a new result as an operand
+            ),
+            d2h=self.host_needs(),
+        )
+        expected = (
+            self.model + v,
+            v - self.model,
+            -self.model,
+            self.model * self.model,
+            (self.model + v) * self.model,
+        )
+        for got, want in zip(results, expected, strict=True):
+            assert isinstance(got, sa.SmartArray) and got.location == "host"
+            np.testing.assert_array_equal(np.asarray(got), want)
+        self.host_valid = True
+
+    @rule(v=value)
+    def ndarray_first_operand(self, v: float) -> None:
+        plain = np.full(N, v)
+        result = self.expect_step(lambda: plain + self.array, d2h=self.host_needs())
+        assert isinstance(result, sa.SmartArray)
+        np.testing.assert_array_equal(np.asarray(result), plain + self.model)
+        self.host_valid = True
+
+    @rule()
+    def ufuncs_and_functions_read(self) -> None:
+        results = self.expect_step(
+            lambda: (
+                np.multiply(self.array, 2.0),
+                np.add.reduce(self.array),
+                np.add.accumulate(self.array),
+                np.concatenate([self.array, self.array]),
+                np.sort(self.array),
+            ),
+            d2h=self.host_needs(),
+        )
+        expected = (
+            self.model * 2.0,
+            np.add.reduce(self.model),
+            np.add.accumulate(self.model),
+            np.concatenate([self.model, self.model]),
+            np.sort(self.model),
+        )
+        for got, want in zip(results, expected, strict=True):
+            np.testing.assert_array_equal(np.asarray(got), want)
+        self.host_valid = True
+
+    @rule()
+    def reductions_read(self) -> None:
+        results = self.expect_step(
+            lambda: (self.array.sum(), self.array.max(), np.sum(self.array), self.array.mean()),
+            d2h=self.host_needs(),
+        )
+        model = self.model
+        assert results == (model.sum(), model.max(), np.sum(model), model.mean())
+        self.host_valid = True
+
+    @rule(s=span, i=index, v=value)
+    def write_element_of_slice_view(self, s: tuple[int, int], i: int, v: float) -> None:
+        view = self.array[s[0] : s[1]]
+        k = i % (s[1] - s[0])
+        self.expect_step(lambda: view.__setitem__(k, v), d2h=self.host_needs())
+        assert self.expect_step(lambda: view[k]) == v
+        self.model[s[0] + k] = v
+        self.host_written()
+
     # --- device writes -------------------------------------------------------------------
     @needs_device
     @rule(i=index, v=value)

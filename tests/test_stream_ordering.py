@@ -275,6 +275,33 @@ class StreamOrderingMachine(RuleBasedStateMachine):
         self.values[k][i] = -1.0
         self.model.check_host_access(self.arrays[k]._alloc.host, writes=True)
 
+    # Host fast paths (smartarray._fastpath): with an asynchronous copy pending they must wait
+    # for it (by taking the full path), never read or write the buffer under it.
+    @rule(k=ARRAYS, i=st.integers(0, N - 1), how=st.sampled_from(["item", "operator", "sum"]))
+    def host_fast_read(self, k: int, i: int, how: str) -> None:
+        array, values = self.arrays[k], self.values[k]
+        if how == "item":
+            assert array[i] == values[i]
+        elif how == "operator":
+            np.testing.assert_array_equal((array + 1.0).get("host"), values + 1.0)
+        else:
+            assert array.sum() == values.sum()
+        self.model.check_host_access(array._alloc.host, writes=False)
+
+    @rule(k=ARRAYS, i=st.integers(0, N - 1), how=st.sampled_from(["item", "slice", "operator"]))
+    def host_fast_write(self, k: int, i: int, how: str) -> None:
+        array, values = self.arrays[k], self.values[k]
+        if how == "item":
+            array[i] = 2.0
+            values[i] = 2.0
+        elif how == "slice":
+            array[i:] = 3.0
+            values[i:] = 3.0
+        else:
+            array += 1.0
+            values += 1.0
+        self.model.check_host_access(array._alloc.host, writes=True)
+
     @rule(k=ARRAYS)
     def njit_read(self, k: int) -> None:
         assert _jit_sum(sa.In(self.arrays[k])) == self.values[k].sum()
