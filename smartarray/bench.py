@@ -25,6 +25,9 @@ Oversubscription and pinned pool (:mod:`smartarray.bench_memory`)
 CPU ``@njit`` overhead (every tier)
     Per-call overhead of passing a SmartArray instead of an ndarray to an ``@njit`` function,
     measured by :mod:`smartarray.bench_njit` when that module is present.
+dask (``--dask``, instead of the above)
+    A chunked kernel pipeline on a LocalCluster of 1 and of 2 worker processes: the copies
+    each worker made, and (meaningful on a GPU) wall time; see :mod:`smartarray.bench_dask`.
 
 Results are printed as tables and written to ``<out>/bench-<tier>.json`` and, when matplotlib
 is installed (``pip install smartarray[plot]``), ``<out>/bench-<tier>.png``. On a machine with
@@ -663,6 +666,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=None, help="elements for the transfer part")
     parser.add_argument("--steps", type=int, default=None, help="launches in the kernel chain")
     parser.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
+    parser.add_argument(
+        "--dask",
+        action="store_true",
+        help="only the dask benchmark: a chunked kernel pipeline on 1 and 2 worker processes",
+    )
     args = parser.parse_args(argv)
 
     if _backend.tier() == "host-only":
@@ -676,6 +684,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
         return subprocess.run(command, env=env, check=False).returncode
 
+    if args.dask:
+        return _run_dask(args)
     results = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"bench-{results['meta']['tier']}"
@@ -686,6 +696,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {stem.with_suffix('.png')}")
         else:
             print("no plot: matplotlib is not installed (pip install 'smartarray[plot]')")
+    return 0
+
+
+def _run_dask(args: argparse.Namespace) -> int:
+    """``--dask``: :mod:`smartarray.bench_dask`, written to ``<out>/bench-<tier>-dask.json``."""
+    try:
+        from . import bench_dask
+
+        results = {"meta": _meta(), "dask": bench_dask.run(args.quick)}
+    except ImportError as exc:
+        print(f"the dask benchmark needs pip install 'smartarray[dask]' ({exc})")
+        return 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"bench-{results['meta']['tier']}-dask.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {path}")
     return 0
 
 

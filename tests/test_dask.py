@@ -7,6 +7,7 @@ starts a LocalCluster of two worker processes (they inherit ``NUMBA_ENABLE_CUDAS
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 from typing import Any
 
@@ -101,6 +102,55 @@ def test_registration_when_distributed_is_imported_first() -> None:
     proc = run_python(["-c", script], simulator=ON_DEVICE, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "distributed.protocol.serialize" in proc.stdout
+
+
+def test_import_hook_registers_a_module_imported_later(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The mechanism behind every registration, on a module made for the test: it runs once,
+    # right after the module's code, with the module itself.
+    plugin = "from dask.utils import Dispatch\nd = Dispatch()\n"
+    (tmp_path / "fake_dask_plugin.py").write_text(plugin)
+    seen: list[Any] = []
+    monkeypatch.setitem(_dask.REGISTRATIONS, "fake_dask_plugin", seen.append)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "fake_dask_plugin", raising=False)
+    _dask.install()
+    assert _dask._FINDER in sys.meta_path
+    import fake_dask_plugin  # type: ignore[import-not-found]
+
+    assert seen == [fake_dask_plugin] and hasattr(seen[0], "d")
+    assert "fake_dask_plugin" in _dask.registered()
+    _dask.install()
+    assert seen == [fake_dask_plugin]  # idempotent
+    _dask._done.discard("fake_dask_plugin")
+    sys.modules.pop("fake_dask_plugin")
+
+
+def test_a_failing_registration_warns_and_never_breaks_the_import(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(module: Any) -> None:
+        raise AttributeError("no such dispatch")
+
+    (tmp_path / "fake_dask_plugin2.py").write_text("VALUE = 1\n")
+    monkeypatch.setitem(_dask.REGISTRATIONS, "fake_dask_plugin2", broken)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _dask.install()
+    with pytest.warns(RuntimeWarning, match="could not register SmartArray with fake_dask_plugin2"):
+        import fake_dask_plugin2  # type: ignore[import-not-found]
+    assert fake_dask_plugin2.VALUE == 1
+    _dask._done.discard("fake_dask_plugin2")
+    sys.modules.pop("fake_dask_plugin2")
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_dask_cuda_sees_device_memory_only_when_the_device_copy_is_current(state: str) -> None:
+    a = in_state(sa.SmartArray(np.arange(8.0)), state)
+    with sa.no_transfers():
+        assert _dask.is_device_object(a) == (state != "host")
+        assert _dask.device_memory_objects(a) == ([a._alloc.device] if state != "host" else [])
+    assert a.location == state
 
 
 def test_lookups_never_walk_into_numba() -> None:
@@ -366,6 +416,40 @@ def test_kernel_chain_with_persist_moves_input_up_once_and_result_down_once() ->
     assert (moved.d2h_count, moved.d2h_bytes) == (4, a.nbytes)  # each result chunk, once
     assert type(result) is sa.SmartArray
     np.testing.assert_array_equal(np.asarray(result), ((np.arange(64.0) * 2 + 1) * 2 + 1) * 2 + 1)
+
+
+@pytest.mark.device
+def test_benchmark_pipeline_on_an_in_process_worker() -> None:
+    from distributed import Client, LocalCluster
+
+    from smartarray import bench_dask
+
+    data = np.linspace(0.0, 1.0, 256)
+    with (
+        # One thread: the simulator cannot run two kernels at once in one process.
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        run = bench_dask.run_pipeline(client, data, chunk=64, steps=3)
+    (worker,) = run["workers"].values()
+    # One allocation behind the four chunk views: uploaded once; each result chunk down once.
+    assert (worker["h2d_count"], worker["h2d_bytes"]) == (1, data.nbytes)
+    assert (worker["d2h_count"], worker["d2h_bytes"]) == (4, data.nbytes)
+    assert list(run["chunks_per_worker"].values()) == [4]
+    table = bench_dask.table(
+        [
+            {
+                "worker_processes": 1,
+                "chunks_per_worker": [4],
+                "seconds": run["seconds"],
+                "minimum_bytes": 2 * data.nbytes,
+                **worker,
+            }
+        ]
+    )
+    assert "| 1  " in table and str(2 * data.nbytes) in table
 
 
 # --- a LocalCluster of two worker processes ---------------------------------------------------
