@@ -18,6 +18,8 @@ the same pipeline unchanged: see docs/dask.md.
 
 from __future__ import annotations
 
+import importlib.util
+
 import dask.array as da
 import numpy as np
 from dask.distributed import Client, LocalCluster
@@ -32,6 +34,7 @@ STEPS = 3
 THREADS = 256
 
 
+# --8<-- [start:tasks]
 @njit
 def clip_negative(x):
     """Host pre-processing, in place: negative readings become 0."""
@@ -65,6 +68,9 @@ def smooth(block: sa.SmartArray) -> sa.SmartArray:
     return out
 
 
+# --8<-- [end:tasks]
+
+
 def reference(data: np.ndarray) -> np.ndarray:
     """The same pipeline in numpy."""
     out = np.maximum(data, 0.0)
@@ -76,15 +82,26 @@ def reference(data: np.ndarray) -> np.ndarray:
     return chunks.reshape(-1)
 
 
+# --8<-- [start:make-cluster]
+def make_cluster() -> LocalCluster:
+    """Two worker processes: one per GPU with dask-cuda on a machine with 2 GPUs or more."""
+    if ON_GPU and len(cuda.gpus) >= 2 and importlib.util.find_spec("dask_cuda"):
+        from dask_cuda import LocalCUDACluster
+
+        return LocalCUDACluster(n_workers=2)  # sets CUDA_VISIBLE_DEVICES per worker
+    # One thread per worker: the simulator cannot run two kernels at once in one process.
+    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+
+
+# --8<-- [end:make-cluster]
+
+
 def main() -> None:
     data = np.sin(np.arange(N) / 50.0) * 10.0
     readings = sa.SmartArray(data)
     meta = sa.empty(0)
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-        as cluster,
-        Client(cluster) as client,
-    ):
+    # --8<-- [start:cluster]
+    with make_cluster() as cluster, Client(cluster) as client:
         x = da.from_array(readings, chunks=CHUNK)
         y = x.map_blocks(clean, meta=meta)
         for _ in range(STEPS):
@@ -92,7 +109,8 @@ def main() -> None:
         (y,) = client.persist([y])  # device-resident chunks, on both workers
         total = client.compute(y.sum()).result(timeout=300)
         result = client.compute(y).result(timeout=300)
-        per_worker = client.run(sa.transfer_stats)
+        per_worker = client.run(sa.transfer_stats)  # each worker's ledger
+    # --8<-- [end:cluster]
 
     expected = reference(data)
     assert type(result) is sa.SmartArray

@@ -82,8 +82,14 @@ def _host_ndarray(array: SmartArray) -> np.ndarray:
 
 
 def is_device_object(array: SmartArray) -> bool:
-    """True when ``array``'s device copy is current (dask-cuda keeps it in device memory)."""
-    return array._alloc.state is not State.HOST and array._alloc.device is not None
+    """True when ``array``'s device copy is current (dask-cuda keeps it in device memory).
+
+    Mapped host memory is host memory the device reads in place: not a device object.
+    """
+    alloc = array._alloc
+    return alloc.state is not State.HOST and alloc.device is not None and (
+        alloc.host_memory != "mapped"
+    )
 
 
 def device_memory_objects(array: SmartArray) -> list[Any]:

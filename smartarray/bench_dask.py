@@ -9,8 +9,10 @@ same pipeline runs on a ``LocalCluster`` of one worker process and of two. Per
 configuration it reports the host<->device copies each worker made (its smartarray ledger),
 how the chunks were spread (replicas included), the bytes the workers sent (to each other
 and the client), and the wall time of the
-pipeline (median of ``repeats`` runs after an untimed warm-up run). Wall times are meaningful
-on a GPU only: the simulator runs every CUDA thread in Python.
+pipeline (median of ``repeats`` runs after an untimed warm-up run). Each configuration runs
+the chunks as ``from_array`` makes them (views of one array) and copied first by a task of
+their own. Wall times are meaningful on a GPU only: the simulator runs every CUDA thread in
+Python.
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ def smooth_block(block: SmartArray) -> SmartArray:
     return out
 
 
+def copy_block(block: SmartArray) -> SmartArray:
+    """A first task that gives the chunk its own allocation (``from_array``'s chunks are views
+    of one array, whose first upload on a worker is the whole array)."""
+    return block.copy()
+
+
 def _worker_counters(dask_worker: Any) -> dict[str, int]:
     ledger = transfer_stats()
     return {
@@ -52,8 +60,13 @@ def _reset(dask_worker: Any) -> None:
     dask_worker.transfer_outgoing_bytes_total = 0
 
 
-def run_pipeline(client: Any, data: np.ndarray, chunk: int, steps: int) -> dict[str, Any]:
-    """Run the pipeline once on ``client``'s cluster; return its counts and wall time."""
+def run_pipeline(
+    client: Any, data: np.ndarray, chunk: int, steps: int, copy_first: bool = False
+) -> dict[str, Any]:
+    """Run the pipeline once on ``client``'s cluster; return its counts and wall time.
+
+    With ``copy_first`` each chunk is first copied into its own allocation (on the host).
+    """
     import dask.array as da
     from distributed import wait
 
@@ -61,6 +74,8 @@ def run_pipeline(client: Any, data: np.ndarray, chunk: int, steps: int) -> dict[
     meta = empty(0)
     start = time.perf_counter()
     y = da.from_array(SmartArray(data), chunks=chunk)
+    if copy_first:
+        y = y.map_blocks(copy_block, meta=meta)
     for _ in range(steps):
         y = y.map_blocks(smooth_block, meta=meta)
     (y,) = client.persist([y])
@@ -103,28 +118,45 @@ def measure(
         ):
             client.wait_for_workers(n_workers)
             run_pipeline(client, data, chunk, steps)  # warm-up: imports, kernel compilation
-            runs = [run_pipeline(client, data, chunk, steps) for _ in range(repeats)]
-        last = runs[-1]
-        per_worker = list(last["workers"].values())
-        rows.append(
-            {
-                "worker_processes": n_workers,
-                "n": n,
-                "chunk": chunk,
-                "chunks": n // chunk,
-                "steps": steps,
-                "seconds": statistics.median(r["seconds"] for r in runs),
-                "h2d_count": sum(w["h2d_count"] for w in per_worker),
-                "h2d_bytes": sum(w["h2d_bytes"] for w in per_worker),
-                "d2h_count": sum(w["d2h_count"] for w in per_worker),
-                "d2h_bytes": sum(w["d2h_bytes"] for w in per_worker),
-                "sent_bytes": sum(w["sent_bytes"] for w in per_worker),
-                "chunks_per_worker": sorted(last["chunks_per_worker"].values()),
-                "per_worker": per_worker,
-                "minimum_bytes": 2 * data.nbytes,
+            variants = {
+                copy_first: [
+                    run_pipeline(client, data, chunk, steps, copy_first) for _ in range(repeats)
+                ]
+                for copy_first in (False, True)
             }
-        )
+        for copy_first, runs in variants.items():
+            rows.append(_row(runs, n_workers, copy_first, data, chunk, steps))
     return rows
+
+
+def _row(
+    runs: list[dict[str, Any]],
+    n_workers: int,
+    copy_first: bool,
+    data: np.ndarray,
+    chunk: int,
+    steps: int,
+) -> dict[str, Any]:
+    last = runs[-1]
+    per_worker = list(last["workers"].values())
+    n = data.size
+    return {
+        "worker_processes": n_workers,
+        "chunks_as": "copies" if copy_first else "views",
+        "n": n,
+        "chunk": chunk,
+        "chunks": n // chunk,
+        "steps": steps,
+        "seconds": statistics.median(r["seconds"] for r in runs),
+        "h2d_count": sum(w["h2d_count"] for w in per_worker),
+        "h2d_bytes": sum(w["h2d_bytes"] for w in per_worker),
+        "d2h_count": sum(w["d2h_count"] for w in per_worker),
+        "d2h_bytes": sum(w["d2h_bytes"] for w in per_worker),
+        "sent_bytes": sum(w["sent_bytes"] for w in per_worker),
+        "chunks_per_worker": sorted(last["chunks_per_worker"].values()),
+        "per_worker": per_worker,
+        "minimum_bytes": 2 * data.nbytes,
+    }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -132,6 +164,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     return format_table(
         [
             "worker processes",
+            "chunks",
             "chunks per worker",
             "H2D copies",
             "D2H copies",
@@ -143,6 +176,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         [
             [
                 r["worker_processes"],
+                r["chunks_as"],
                 " + ".join(str(c) for c in r["chunks_per_worker"]),
                 r["h2d_count"],
                 r["d2h_count"],
@@ -159,13 +193,14 @@ def table(rows: list[dict[str, Any]]) -> str:
 def run(quick: bool) -> dict[str, Any]:
     """Measure for this tier, print the table, return the results."""
     on_gpu = _backend.tier() == "gpu"
-    n = (1 << 22 if quick else 1 << 24) if on_gpu else 4096
+    n = (1 << 22 if quick else 1 << 24) if on_gpu else 2048
     chunk = n // 8
     steps = (10 if quick else 50) if on_gpu else 4
     repeats = 3 if quick or not on_gpu else 7
     print(
         f"\ndask: {steps} kernel map_blocks per chunk, n={n} float64 in {n // chunk} chunks, "
-        f"persist + sum + gather, LocalCluster of 1 and 2 worker processes (1 thread each)"
+        f"persist + sum + gather, LocalCluster of 1 and 2 worker processes (1 thread each); "
+        "chunks: from_array's views of one array, or copied first by a task of their own"
     )
     rows = measure(n, chunk, steps, repeats)
     print(table(rows))

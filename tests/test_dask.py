@@ -364,6 +364,24 @@ def test_round_trip_in_every_coherence_state(
     np.testing.assert_array_equal(np.asarray(array), expected)
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        np.array([1, "x", None], dtype=object),
+        np.array(["ab", "c"]),
+        np.array(["2020-01-01", "2021-06-30"], dtype="M8[D]"),
+    ],
+    ids=["object", "text", "datetime"],
+)
+def test_round_trip_of_host_only_dtypes(data: np.ndarray) -> None:
+    a = sa.SmartArray(data)
+    header, frames = serialize(a, serializers=["dask", "pickle"], on_error="raise")
+    assert header["serializer"] == "dask"
+    received = deserialize(header, _transport(frames, as_bytes=True))
+    assert type(received) is sa.SmartArray and received.dtype == data.dtype
+    assert received.tolist() == data.tolist()
+
+
 # --- dask.array meta ------------------------------------------------------------------------
 
 
@@ -433,6 +451,10 @@ def test_benchmark_pipeline_on_an_in_process_worker() -> None:
         Client(cluster) as client,
     ):
         run = bench_dask.run_pipeline(client, data, chunk=64, steps=3)
+        copied = bench_dask.run_pipeline(client, data, chunk=64, steps=3, copy_first=True)
+    (copied_worker,) = copied["workers"].values()
+    # Chunks copied first: each has its own allocation and goes up alone.
+    assert (copied_worker["h2d_count"], copied_worker["h2d_bytes"]) == (4, data.nbytes)
     (worker,) = run["workers"].values()
     # One allocation behind the four chunk views: uploaded once; each result chunk down once.
     assert (worker["h2d_count"], worker["h2d_bytes"]) == (1, data.nbytes)
@@ -442,6 +464,7 @@ def test_benchmark_pipeline_on_an_in_process_worker() -> None:
         [
             {
                 "worker_processes": 1,
+                "chunks_as": "views",
                 "chunks_per_worker": [4],
                 "seconds": run["seconds"],
                 "minimum_bytes": 2 * data.nbytes,
