@@ -702,12 +702,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_dask(args: argparse.Namespace) -> int:
     """``--dask``: :mod:`smartarray.bench_dask`, written to ``<out>/bench-<tier>-dask.json``."""
     try:
-        from . import bench_dask
-
-        results = {"meta": _meta(), "dask": bench_dask.run(args.quick)}
+        import dask.array  # noqa: F401
+        import distributed  # noqa: F401
     except ImportError as exc:
         print(f"the dask benchmark needs pip install 'smartarray[dask]' ({exc})")
         return 1
+    from . import bench_dask
+
+    results = {"meta": _meta(), "dask": bench_dask.run(args.quick)}
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"bench-{results['meta']['tier']}-dask.json"
     path.write_text(json.dumps(results, indent=2) + "\n")

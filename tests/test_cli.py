@@ -95,3 +95,17 @@ def test_ledger_text_counts_in_the_right_number() -> None:
     assert str(TransferStats(1, 8, 2, 16)) == (
         "host->device: 1 copy, 8 bytes; device->host: 2 copies, 16 bytes"
     )
+
+
+@pytest.mark.device
+def test_bench_dask_without_dask_says_what_to_install(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "sys.modules['dask'] = sys.modules['distributed'] = None  # as if not installed\n"
+        "from smartarray.bench import main\n"
+        f"sys.exit(main(['--dask', '--out', {str(tmp_path)!r}]))\n"
+    )
+    proc = run_python(["-c", script], simulator=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the dask benchmark needs pip install 'smartarray[dask]'" in proc.stdout
+    assert not list(tmp_path.iterdir())

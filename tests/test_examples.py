@@ -8,7 +8,6 @@ lines of its output.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
 
@@ -49,8 +48,8 @@ def test_every_example_has_expected_output() -> None:
 @pytest.mark.device
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_runs(path: Path) -> None:
-    if path.stem in NEEDS and importlib.util.find_spec(NEEDS[path.stem][0]) is None:
-        pytest.skip(f"needs {NEEDS[path.stem][1]}")
+    if path.stem in NEEDS:
+        pytest.importorskip(NEEDS[path.stem][0], reason=f"needs {NEEDS[path.stem][1]}")
     proc = run_example(path)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output
