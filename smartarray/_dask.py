@@ -112,7 +112,13 @@ def dask_deserialize(header: dict, frames: Sequence[Any]) -> SmartArray:
     """A SmartArray current on the host that adopts the received host data (no copy)."""
     from distributed.protocol.numpy import deserialize_numpy_ndarray
 
-    return SmartArray._adopt(deserialize_numpy_ndarray(header["ndarray"], list(frames)))
+    host = deserialize_numpy_ndarray(header["ndarray"], list(frames))
+    array = SmartArray._adopt(host)  # copies only layouts it cannot adopt (broadcasts)
+    if array._writeable and not host.flags.writeable:  # a read-only chunk stays read-only
+        array = SmartArray._view(
+            array._alloc, array._offset, array.shape, array.strides, array.dtype, False, None
+        )
+    return array
 
 
 def cuda_serialize(array: SmartArray) -> tuple[dict, list]:

@@ -364,6 +364,15 @@ def test_round_trip_in_every_coherence_state(
     np.testing.assert_array_equal(np.asarray(array), expected)
 
 
+def test_broadcast_chunk_ships_its_unique_elements_and_stays_read_only() -> None:
+    b = np.broadcast_to(sa.SmartArray(np.arange(3.0)), (4, 3))
+    header, frames = serialize(b, serializers=["dask"], on_error="raise")
+    assert [memoryview(frame).nbytes for frame in frames] == [3 * 8]
+    received = deserialize(header, _transport(frames, as_bytes=False))
+    assert received.shape == (4, 3) and not received.flags.writeable
+    np.testing.assert_array_equal(np.asarray(received), np.broadcast_to(np.arange(3.0), (4, 3)))
+
+
 @pytest.mark.parametrize(
     "data",
     [
