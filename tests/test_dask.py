@@ -484,6 +484,17 @@ def test_benchmark_pipeline_on_an_in_process_worker() -> None:
     assert "| 1  " in table and str(2 * data.nbytes) in table
 
 
+@pytest.mark.device
+def test_from_array_of_device_data_uploads_nothing() -> None:
+    a = affine_block(sa.SmartArray(np.arange(32.0)))  # current on the device only
+    with dask.config.set(scheduler="synchronous"), sa.track_transfers() as moved:
+        x = da.from_array(a, chunks=8)  # dask copies the array (on the device) and names it
+        result = x.map_blocks(affine_block, meta=sa.empty(0)).compute()
+    assert (moved.h2d_count, moved.d2h_count, moved.d2h_bytes) == (0, 4, a.nbytes)
+    assert a.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(result), 2 * (2 * np.arange(32.0) + 1) + 1)
+
+
 # --- a LocalCluster of two worker processes ---------------------------------------------------
 
 
