@@ -19,6 +19,7 @@ the same pipeline unchanged: see docs/dask.md.
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import dask.array as da
 import numpy as np
@@ -132,4 +133,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if sa.tier() == "host-only":  # no GPU and no simulator: say how to run it instead
+        sys.exit(
+            "dask_pipeline.py needs a CUDA GPU or Numba's CUDA simulator, and "
+            "this machine has no CUDA. Run it in the simulator:\n"
+            "    NUMBA_ENABLE_CUDASIM=1 python examples/dask_pipeline.py"
+        )
     main()

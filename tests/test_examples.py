@@ -62,6 +62,8 @@ def test_example_runs(path: Path) -> None:
 @pytest.mark.hostonly
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_without_cuda_says_how_to_run_it(path: Path) -> None:
+    if path.stem in NEEDS:
+        pytest.importorskip(NEEDS[path.stem][0], reason=f"needs {NEEDS[path.stem][1]}")
     proc = run_python([str(path)], simulator=False, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
