@@ -7,7 +7,7 @@ imports numba) to use Numba's CUDA simulator on a machine without a GPU.
 
 from __future__ import annotations
 
-from . import _numba_cpu  # noqa: F401  (registers the Numba extension)
+from . import _dask, _numba_cpu  # noqa: F401  (_numba_cpu registers the Numba extension)
 from ._array import SmartArray
 from ._backend import tier
 from ._creation import (
@@ -39,6 +39,7 @@ from ._transfer import (
 
 install_dispatch_hooks()  # plain CUDA ufuncs handle SmartArrays precisely
 install_launch_guard()  # launches without CUDA raise DeviceUnavailableError
+_dask.install()  # SmartArrays as dask chunks, whenever dask is imported (see _dask.py)
 
 __version__ = "0.1.0"
 

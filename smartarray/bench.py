@@ -28,6 +28,9 @@ CPU ``@njit`` overhead (every tier)
 Host speed (every tier; alone with ``--host``)
     SmartArray ÷ ndarray for everyday numpy operations (indexing, operators, reductions) and
     the ``@njit`` call ÷ Numba's floor, measured by :mod:`smartarray.bench_host`.
+dask (``--dask``, instead of the above)
+    A chunked kernel pipeline on a LocalCluster of 1 and of 2 worker processes: the copies
+    each worker made, and (meaningful on a GPU) wall time; see :mod:`smartarray.bench_dask`.
 
 Results are printed as tables and written to ``<out>/bench-<tier>.json`` and, when matplotlib
 is installed (``pip install smartarray[plot]``), ``<out>/bench-<tier>.png``. On a machine with
@@ -683,6 +686,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--host", action="store_true", help="only the host-speed table (SmartArray ÷ ndarray)"
     )
+    parser.add_argument(
+        "--dask",
+        action="store_true",
+        help="only the dask benchmark: a chunked kernel pipeline on 1 and 2 worker processes",
+    )
     args = parser.parse_args(argv)
 
     if args.host:
@@ -704,6 +712,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
         return subprocess.run(command, env=env, check=False).returncode
 
+    if args.dask:
+        return _run_dask(args)
     results = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"bench-{results['meta']['tier']}"
@@ -714,6 +724,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {stem.with_suffix('.png')}")
         else:
             print("no plot: matplotlib is not installed (pip install 'smartarray[plot]')")
+    return 0
+
+
+def _run_dask(args: argparse.Namespace) -> int:
+    """``--dask``: :mod:`smartarray.bench_dask`, written to ``<out>/bench-<tier>-dask.json``."""
+    try:
+        import dask.array  # noqa: F401
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        print(f"the dask benchmark needs pip install 'smartarray[dask]' ({exc})")
+        return 1
+    from . import bench_dask
+
+    results = {"meta": _meta(), "dask": bench_dask.run(args.quick)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"bench-{results['meta']['tier']}-dask.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {path}")
     return 0
 
 

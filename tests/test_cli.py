@@ -109,3 +109,17 @@ def test_bench_host_table(tmp_path: Path) -> None:
         assert row["ratio_min"] <= row["ratio"] <= row["ratio_max"]
         assert row["met"] == (row["ratio"] <= row["target"])
     assert rows["@njit trivial call ÷ Numba floor"]["baseline"] == "Numba floor"
+
+
+@pytest.mark.device
+def test_bench_dask_without_dask_says_what_to_install(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "sys.modules['dask'] = sys.modules['distributed'] = None  # as if not installed\n"
+        "from smartarray.bench import main\n"
+        f"sys.exit(main(['--dask', '--out', {str(tmp_path)!r}]))\n"
+    )
+    proc = run_python(["-c", script], simulator=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the dask benchmark needs pip install 'smartarray[dask]'" in proc.stdout
+    assert not list(tmp_path.iterdir())

@@ -31,7 +31,10 @@ KEY_OUTPUT = {
     "heat_chain": ["diffusion kernels", "(no copies)"],
     "streams_pinned": ["asynchronous=True"],
     "migrate_from_numba_smartarray": ["legacy_transpose_twice", "legacy_jit_and_numpy"],
+    "dask_pipeline": ["2 worker processes", "each chunk crossed the bus twice in all"],
 }
+# Examples that need an optional dependency group: skipped without it.
+NEEDS = {"dask_pipeline": ("distributed", "smartarray[dask]")}
 
 
 def run_example(path: Path) -> subprocess.CompletedProcess[str]:
@@ -45,6 +48,8 @@ def test_every_example_has_expected_output() -> None:
 @pytest.mark.device
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_runs(path: Path) -> None:
+    if path.stem in NEEDS:
+        pytest.importorskip(NEEDS[path.stem][0], reason=f"needs {NEEDS[path.stem][1]}")
     proc = run_example(path)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output
@@ -57,6 +62,8 @@ def test_example_runs(path: Path) -> None:
 @pytest.mark.hostonly
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_without_cuda_says_how_to_run_it(path: Path) -> None:
+    if path.stem in NEEDS:
+        pytest.importorskip(NEEDS[path.stem][0], reason=f"needs {NEEDS[path.stem][1]}")
     proc = run_python([str(path)], simulator=False, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr

@@ -397,3 +397,29 @@ def test_smartarrays_work_with_rmm_as_numbas_memory_manager(
     proc = run_python(["-c", script], simulator=False, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert int(proc.stdout.split()[-1]) > 0
+
+
+def test_dask_cuda_family_ships_the_device_buffer_without_copies() -> None:
+    pytest.importorskip("distributed")
+    from distributed.protocol import deserialize, serialize
+
+    a = sa.SmartArray(np.arange(N, dtype=np.float32))
+    inc[(N + 255) // 256, 256](a)  # current on the device only
+    device_pointer = a.get("gpu").device_ctypes_pointer.value
+    with sa.no_transfers():
+        header, frames = serialize(a, serializers=["cuda", "dask", "pickle"], on_error="raise")
+    assert header["serializer"] == "cuda"
+    (frame,) = frames
+    assert frame.__cuda_array_interface__["data"][0] == device_pointer  # the buffer itself
+    # What UCX hands the receiver: its own device memory holding the bytes.
+    received_frame = cuda.device_array(frame.shape, dtype=frame.dtype)
+    received_frame.copy_to_device(frame)
+    with sa.no_transfers():
+        received = deserialize(header, [received_frame])
+    assert received.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(received), np.arange(N, dtype=np.float32) + 1)
+    # The 'dask' family (TCP) syncs the host copy once instead.
+    with sa.track_transfers() as moved:
+        header, _ = serialize(a, serializers=["dask", "pickle"], on_error="raise")
+    assert header["serializer"] == "dask"
+    assert (moved.d2h_count, moved.d2h_bytes) == (1, a.nbytes)
