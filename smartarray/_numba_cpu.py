@@ -11,7 +11,8 @@
 * Boxing: a returned array derived from an argument's jit view comes back as that argument
   (same object) or as a SmartArray view sharing its coherence state; any other array comes
   back as a new SmartArray. Arrays that Numba types as plain arrays (results of some
-  ``np.*`` functions, of functions with explicit plain-array signatures) box as ndarrays.
+  ``np.*`` functions) box as ndarrays. Functions with explicit plain-array signatures get
+  SmartArray twins of them (:mod:`smartarray._numba_signatures`).
 
 Registration happens on ``import smartarray`` and through the ``numba_extensions`` entry
 point; both import this module once, so it is idempotent.
@@ -43,6 +44,7 @@ from numba.extending import (
 from ._array import SmartArray
 from ._coherence import State
 from ._intents import _Intent
+from ._numba_signatures import install_dispatcher_hooks
 from ._numba_types import BOXING_VERSION, SmartArrayType
 
 
@@ -230,6 +232,7 @@ def _teach_plain_array() -> None:
 
 
 _teach_plain_array()
+install_dispatcher_hooks()  # explicit signatures: SmartArray twins (see _numba_signatures)
 
 
 def _constants(c: Any) -> tuple[list[Any], Any]:
