@@ -14,8 +14,10 @@
   ``np.*`` functions) box as ndarrays. Functions with explicit plain-array signatures get
   SmartArray twins of them (:mod:`smartarray._numba_signatures`).
 
-Registration happens on ``import smartarray`` and through the ``numba_extensions`` entry
-point; both import this module once, so it is idempotent.
+Registration happens on ``import smartarray``, which imports this module once (idempotent).
+There is no ``numba_extensions`` entry point: it would import smartarray (and numba.cuda)
+into every Numba program on its first compilation, and no Numba program can meet a
+SmartArray, or a cached function compiled for one, without importing smartarray first.
 """
 
 from __future__ import annotations
@@ -450,4 +452,5 @@ def _smartarray_allocate(cls, allocsize, align):  # type: ignore[no-untyped-def]
 
 
 def _init_extension() -> None:
-    """Entry point for ``numba_extensions``: importing this module registers everything."""
+    """Former ``numba_extensions`` entry point (smartarray 0.1.0 installs made before it was
+    dropped still name it until reinstalled): importing this module registered everything."""

@@ -6,7 +6,6 @@ Tests marked ``device`` need the CUDA simulator or a GPU (tier 2/3).
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import pickle
 import subprocess
@@ -21,11 +20,13 @@ import pytest
 from helpers import ROOT, inc
 from numba import njit, prange
 from numba.core import types
+from numba.core.dispatcher import Dispatcher
 from numba.core.errors import TypingError
 
 import smartarray
 from smartarray import In, InOut, Out, SmartArray, SmartArrayType
 from smartarray import _numba_cpu as numba_cpu
+from smartarray import _numba_signatures as numba_signatures
 from smartarray._numba_types import BOXING_VERSION
 from smartarray.bench_njit import measure_njit_overhead
 
@@ -178,28 +179,62 @@ def arange(n: int = 10) -> SmartArray:
 # --- registration and typing ----------------------------------------------------------------
 
 
-def test_entry_point_is_declared_and_idempotent() -> None:
-    entry_points = importlib.metadata.entry_points(group="numba_extensions")
-    values = {ep.value for ep in entry_points if ep.name == "init"}
-    assert "smartarray._numba_cpu:_init_extension" in values
+def test_registration_is_idempotent() -> None:
     wrapped = (types.Array.unify, types.Array.can_convert_to)
-    numba_cpu._init_extension()
+    hooks = (Dispatcher._search_new_conversions, Dispatcher.get_call_template)
     numba_cpu._init_extension()
     numba_cpu._teach_plain_array()
+    numba_cpu._teach_plain_array()
+    numba_signatures.install_dispatcher_hooks()
     assert (types.Array.unify, types.Array.can_convert_to) == wrapped  # not wrapped twice
+    assert (Dispatcher._search_new_conversions, Dispatcher.get_call_template) == hooks
     assert ident(arange()) is not None
 
 
-def test_entry_point_loads_extension_without_importing_smartarray() -> None:
-    code = (
-        "import sys, numba\n"
-        "numba.njit(lambda: 0)()\n"  # the first compilation loads numba_extensions
-        "print('smartarray._numba_cpu' in sys.modules)\n"
+def test_numba_program_without_smartarray_never_loads_it(tmp_path: Path) -> None:
+    # An install of this checkout, as far as importlib.metadata can tell: its dist-info
+    # (entry points from pyproject.toml) first on sys.path, ahead of any installed one.
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    dist_info = tmp_path / f"smartarray-{project['version']}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: smartarray\nVersion: {project['version']}\n"
     )
+    (dist_info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items())
+            for group, points in project.get("entry-points", {}).items()
+        )
+    )
+    code = textwrap.dedent(
+        """
+        import importlib.metadata, sys
+        import numba
+        import numpy as np
+
+        declared = importlib.metadata.distribution("smartarray").read_text("entry_points.txt")
+        assert declared == open(sys.argv[1]).read(), declared  # this checkout's metadata
+        assert numba.njit(lambda x: x + 1)(1) == 2  # the first compilation loads extensions
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("smartarray", "numba_cuda")
+                        or m.startswith("numba.cuda"))
+        print(loaded)
+        import smartarray  # registers everything
+        a = smartarray.asarray(np.arange(3.0))
+        assert numba.njit(lambda x: x)(a) is a
+        """
+    )
+    path = os.pathsep.join([str(tmp_path), str(ROOT)])
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+        [sys.executable, "-c", code, str(dist_info / "entry_points.txt")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+        cwd=tmp_path,
+        timeout=180,
     )
-    assert out.stdout.strip() == "True"
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_argument_types() -> None:
