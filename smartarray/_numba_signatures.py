@@ -9,7 +9,8 @@ SmartArray (from Python, or from another jitted function), smartarray compiles t
 signature with each plain array type that receives a SmartArray replaced by the
 SmartArray type of the same dtype, dimension count, layout and writeability (array types
 in the declared return type become SmartArray types too, so a returned argument or view
-comes back as a SmartArray, not as a bare ndarray aliasing its host buffer). Twins are
+comes back as a SmartArray, not as a bare ndarray aliasing its host buffer; a return type
+holding arrays in other containers, such as a list of arrays, is inferred). Twins are
 compiled once, through ``dispatcher.compile(signature)`` (with ``cache=True`` they are
 cached like any other signature); later calls find them in the dispatcher's overloads.
 A SmartArray is thus accepted exactly where an ndarray of the same type would be, and a
@@ -30,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from numba.core import types
+from numba.core import errors, types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.dispatcher import Dispatcher
 from numba.core.typing import signature as make_signature
@@ -119,7 +120,12 @@ def compile_twins(dispatcher: Any, actual_args: Sequence[Any]) -> int:
             # freeze the same way, under the same lock.
             dispatcher._can_compile = True
             try:
-                dispatcher.compile(twin)
+                try:
+                    dispatcher.compile(twin)
+                except errors.TypingError:
+                    # The return type holds arrays inside something a SmartArray type cannot
+                    # convert to (a list of arrays, say): let Numba infer it for the twin.
+                    dispatcher.compile(tuple(twin.args))
             finally:
                 dispatcher._can_compile = False
             compiled += 1

@@ -150,6 +150,16 @@ def test_ndarrays_keep_the_plain_signature() -> None:
     assert twin_signature(total.typingctx, (numba.typeof(x),), total.nopython_signatures[0]) is None
 
 
+def test_return_type_holding_arrays_in_a_list() -> None:
+    # An args-only signature: Numba infers list(array(int64, 1d, C)) for ndarrays, which a
+    # SmartArray twin cannot return; the twin's return type is inferred instead.
+    rows = njit((types.int64[:, ::1],))(lambda m: list(iter(m)))
+    data = np.arange(6).reshape(2, 3)
+    got = rows(smartarray.asarray(data))
+    assert all(isinstance(row, SmartArray) for row in got)
+    np.testing.assert_array_equal([row.get("host") for row in got], rows(data))
+
+
 # --- jit-to-jit calls ------------------------------------------------------------------------
 
 
