@@ -26,6 +26,7 @@ from ._errors import DeviceUnavailableError, TransferError
 from ._intents import In, InOut, Out
 from ._launch_guard import install_launch_guard
 from ._memory import device_memory_limit, device_memory_usage, set_device_memory_limit
+from ._numba_cuda import install_argument_hint_hooks
 from ._numba_types import SmartArrayType, numba_type
 from ._pinned_pool import pinned_pool_info, release_pinned_pool, set_pinned_pool_limit
 from ._transfer import (
@@ -39,6 +40,7 @@ from ._transfer import (
 
 install_dispatch_hooks()  # plain CUDA ufuncs handle SmartArrays precisely
 install_launch_guard()  # launches without CUDA raise DeviceUnavailableError
+install_argument_hint_hooks()  # numba.cuda.In/Out/InOut(a) act as smartarray's intents
 _dask.install()  # SmartArrays as dask chunks, whenever dask is imported (see _dask.py)
 
 __version__ = "0.1.0"

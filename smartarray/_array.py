@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from . import _adoption, _backend, _fastpath, _numpy_protocols
+from . import _adoption, _backend, _dlpack, _fastpath, _numpy_protocols
 from ._coherence import Allocation, State
 from ._errors import HostMemory, Where, normalize_host_memory, normalize_where
 from ._layout import (
@@ -56,9 +56,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     Parameters
     ----------
     obj : array_like, SmartArray or device array, optional
-        Initial data. A numpy-convertible object, another SmartArray, a Numba device array or
-        any object exposing ``__cuda_array_interface__``. If omitted, ``shape`` is required
-        and the array is uninitialised.
+        Initial data. A numpy-convertible object, another SmartArray, a Numba device array,
+        any object exposing ``__cuda_array_interface__``, or a DLPack producer (``__dlpack__``:
+        host memory is read through ``np.from_dlpack``, CUDA memory on a GPU like a device
+        array). If omitted, ``shape`` is required and the array is uninitialised.
     copy : bool, default True
         ``False`` adopts ``obj`` without copying when it is a contiguous ndarray, a SmartArray
         (the result shares its state) or a contiguous device array; ``ValueError`` if that is
@@ -160,6 +161,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             self._init_from_smartarray(obj, copy, dtype, order, where_, stream)
         elif _backend.is_device_array(obj):
             self._init_from_device(obj, copy, dtype, label, stream)
+        elif _dlpack.is_producer(obj):  # host memory through np.from_dlpack, or CUDA memory
+            side, source = _dlpack.host_or_device_source(obj)
+            if side == "gpu":
+                self._init_from_device(source, copy, dtype, label, stream)
+            else:
+                self._init_from_host(source, copy, dtype, order, where_, memory, stream, label)
         else:
             self._init_from_host(obj, copy, dtype, order, where_, memory, stream, label)
 
@@ -1203,6 +1210,33 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         from ._numba_cuda import kernel_argument
 
         return kernel_argument(self, "inout", retr, stream)
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """DLPack export (``np.from_dlpack(a)``, ``torch.from_dlpack(a)``…) of one copy.
+
+        The host copy, unless this process has a GPU and only the device copy is current (or
+        ``dl_device`` names a device); it is made current first. Exporting a writable array
+        marks the exported copy changed, as ``__cuda_array_interface__`` does; a read-only
+        array exports read-only (DLPack 1.0 flag). ``copy=True`` exports a snapshot and
+        changes nothing. See the DLPack section of the memory-management docs.
+        """
+        from ._dlpack import export
+
+        return export(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(device_type, device_id)`` that ``__dlpack__()`` exports from: ``(1, 0)`` for the
+        host copy (kDLCPU), ``(2, n)`` for the device copy on CUDA device ``n`` (kDLCUDA)."""
+        from ._dlpack import dlpack_device
+
+        return dlpack_device(self)
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:

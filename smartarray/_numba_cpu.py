@@ -11,10 +11,13 @@
 * Boxing: a returned array derived from an argument's jit view comes back as that argument
   (same object) or as a SmartArray view sharing its coherence state; any other array comes
   back as a new SmartArray. Arrays that Numba types as plain arrays (results of some
-  ``np.*`` functions, of functions with explicit plain-array signatures) box as ndarrays.
+  ``np.*`` functions) box as ndarrays. Functions with explicit plain-array signatures get
+  SmartArray twins of them (:mod:`smartarray._numba_signatures`).
 
-Registration happens on ``import smartarray`` and through the ``numba_extensions`` entry
-point; both import this module once, so it is idempotent.
+Registration happens on ``import smartarray``, which imports this module once (idempotent).
+There is no ``numba_extensions`` entry point: it would import smartarray (and numba.cuda)
+into every Numba program on its first compilation, and no Numba program can meet a
+SmartArray, or a cached function compiled for one, without importing smartarray first.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from numba.extending import (
 from ._array import SmartArray
 from ._coherence import State
 from ._intents import _Intent
+from ._numba_signatures import install_dispatcher_hooks
 from ._numba_types import BOXING_VERSION, SmartArrayType
 
 
@@ -230,6 +234,7 @@ def _teach_plain_array() -> None:
 
 
 _teach_plain_array()
+install_dispatcher_hooks()  # explicit signatures: SmartArray twins (see _numba_signatures)
 
 
 def _constants(c: Any) -> tuple[list[Any], Any]:
@@ -447,4 +452,5 @@ def _smartarray_allocate(cls, allocsize, align):  # type: ignore[no-untyped-def]
 
 
 def _init_extension() -> None:
-    """Entry point for ``numba_extensions``: importing this module registers everything."""
+    """Former ``numba_extensions`` entry point (smartarray 0.1.0 installs made before it was
+    dropped still name it until reinstalled): importing this module registered everything."""

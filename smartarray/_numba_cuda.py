@@ -12,6 +12,11 @@ and the intents ``In``/``Out``/``InOut`` are ``ArgHint`` subclasses, so every la
    device copy changed (``InOut``/``Out``) and records an event on the stream,
 4. returns what the launch needs: the device array (simulator) or numba-cuda's strided
    memory view of it (hardware, through ``numba.cuda.In(devary).to_device``).
+
+numba-cuda's own hints wrapped around a SmartArray (``numba.cuda.In(a)``, ``Out``, ``InOut``)
+go through :func:`kernel_argument` too, with their intent (:func:`install_argument_hint_hooks`):
+left alone, numba-cuda would read the SmartArray through DLPack (which exports the host copy
+while it is current) or the CUDA Array Interface, with no intent.
 """
 
 from __future__ import annotations
@@ -65,6 +70,37 @@ def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> 
             return FakeCUDAArray(readonly)
         return device
     return _backend.cuda().In(device).to_device(retr, stream)
+
+
+_HINT_HOOK_MARK = "_smartarray_hint_hook"
+
+
+def install_argument_hint_hooks() -> None:
+    """Make ``numba.cuda.In/Out/InOut`` around a SmartArray act as smartarray's intents.
+
+    Wraps ``to_device`` of numba-cuda's hint classes (the simulator's under the simulator);
+    hints around anything else are untouched. Idempotent.
+    """
+    from numba.cuda import args
+
+    intents = ((args.InOut, "inout"), (args.Out, "out"), (args.In, "in"))
+
+    def hook(original: Any) -> Any:
+        def to_device(self: Any, retr: list, stream: Any = 0) -> Any:
+            value = self.value
+            if isinstance(value, SmartArray):
+                intent = next(name for cls, name in intents if isinstance(self, cls))
+                return kernel_argument(value, intent, retr, stream)
+            return original(self, retr, stream)
+
+        setattr(to_device, _HINT_HOOK_MARK, True)
+        to_device.__doc__ = original.__doc__
+        return to_device
+
+    for cls, _ in intents:
+        original = cls.to_device
+        if not getattr(original, _HINT_HOOK_MARK, False):
+            cls.to_device = hook(original)  # type: ignore[method-assign]
 
 
 def export_cuda_array_interface(array: SmartArray) -> dict[str, Any]:

@@ -9,11 +9,14 @@ never match.
 
 from __future__ import annotations
 
-import inspect
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numba.core import types
+from numba.core.typeconv import Conversion
 from numba.np import numpy_support
 
 if TYPE_CHECKING:
@@ -99,23 +102,19 @@ class SmartArrayType(types.Array):
         )
 
     def can_convert_to(self, typingctx: Any, other: Any) -> Any:
-        if type(other) is types.Array:
-            dispatcher = _dispatcher_at_python_boundary()
-            if dispatcher is not None:
-                # A Python-level call choosing among explicit signatures: a plain-array
-                # signature's unboxing cannot take a SmartArray object. Refuse the conversion
-                # (another signature may declare a SmartArray type), and explain if none does.
-                if not _has_smartarray_signature(dispatcher):
-                    raise TypeError(
-                        f"this function was compiled only for explicit signatures with plain "
-                        f"array types ({other}), which cannot receive a SmartArray ({self}). "
-                        f"Declare the argument as a SmartArray type, e.g. "
-                        f"smartarray.numba_type(np.{self.dtype}, {self.ndim}, 'A'), or drop "
-                        f"the explicit signature; or pass a.get('host') (and call "
-                        f"a.mark_changed('host') if the function writes it)."
-                    )
-                return None
-        return super().can_convert_to(typingctx, other)
+        conversion = super().can_convert_to(typingctx, other)
+        if conversion is None or type(other) is not types.Array:
+            return conversion
+        if _plain_conversions.refused:
+            # The CPU dispatcher choosing among explicit signatures for Python arguments
+            # (smartarray._numba_signatures): a plain-array signature's unboxing cannot take
+            # a SmartArray object. The conversion must never reach the C++ type manager, or
+            # every dispatcher would resolve SmartArrays to its plain-array signatures.
+            return None
+        # Inside compiled code (jit-to-jit calls, CUDA launches, whose argument preparation
+        # takes any array) a SmartArray is a plain array; ranked below a SmartArray
+        # signature, so a callee's SmartArray twin of a plain signature is preferred.
+        return max(conversion, Conversion.unsafe)
 
     def __repr__(self) -> str:
         return (
@@ -124,23 +123,24 @@ class SmartArrayType(types.Array):
         )
 
 
-def _dispatcher_at_python_boundary() -> Any:
-    """The dispatcher converting Python arguments to its explicit signatures, if that is who
-    asks (``Dispatcher._search_new_conversions``, called by the C dispatcher); None for
-    conversions asked for by typing (jit-to-jit calls), which stay allowed."""
-    frame = inspect.currentframe()
-    for _ in range(6):
-        if frame is None:
-            return None
-        if frame.f_code.co_name == "_search_new_conversions":
-            return frame.f_locals.get("self")
-        frame = frame.f_back
-    return None
+class _PlainConversions(threading.local):
+    """Per-thread switch: is a SmartArray-to-plain-array conversion refused right now?"""
+
+    refused = False
 
 
-def _has_smartarray_signature(dispatcher: Any) -> bool:
-    signatures = getattr(dispatcher, "nopython_signatures", ())
-    return any(isinstance(t, SmartArrayType) for sig in signatures for t in sig.args)
+_plain_conversions = _PlainConversions()
+
+
+@contextlib.contextmanager
+def plain_array_conversions_refused() -> Iterator[None]:
+    """Refuse SmartArray-to-plain-array conversions in this thread while the block runs."""
+    previous = _plain_conversions.refused
+    _plain_conversions.refused = True
+    try:
+        yield
+    finally:
+        _plain_conversions.refused = previous
 
 
 def numba_type(dtype: Any, ndim: int, layout: str = "A", readonly: bool = False) -> SmartArrayType:

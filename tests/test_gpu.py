@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import inc
+from helpers import inc, vectorized_add
 from numba import cuda, guvectorize, vectorize
 
 import smartarray as sa
@@ -423,3 +423,96 @@ def test_dask_cuda_family_ships_the_device_buffer_without_copies() -> None:
         header, _ = serialize(a, serializers=["dask", "pickle"], on_error="raise")
     assert header["serializer"] == "dask"
     assert (moved.d2h_count, moved.d2h_bytes) == (1, a.nbytes)
+
+
+# --- DLPack, device side (issue #11, item 9; host side in test_dlpack.py) ---------------------
+
+
+class _Capsule:
+    """Hands a capsule made by ``__dlpack__`` to a consumer that wants an object."""
+
+    def __init__(self, capsule: object, device: tuple[int, int]) -> None:
+        self.capsule = capsule
+        self.device = device
+
+    def __dlpack__(self, **kwargs: object) -> object:
+        return self.capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.device
+
+
+def _device_pointer(a: sa.SmartArray) -> int:
+    return int(a.get("gpu").__cuda_array_interface__["data"][0])
+
+
+def test_dlpack_device_export_of_a_device_only_array() -> None:
+    from cuda.core.utils import StridedMemoryView
+
+    a = sa.zeros(64)
+    inc[1, 64](a)  # only the device copy is current: exports default to it
+    device = (2, cuda.get_current_device().id)
+    assert a.__dlpack_device__() == device
+    with sa.track_transfers() as t:
+        view = StridedMemoryView.from_dlpack(a, stream_ptr=-1)
+    assert t.count == 0
+    assert view.is_device_accessible and view.ptr == _device_pointer(a)
+    assert a.location == "gpu"
+    inc[1, 64](view)  # the consumer writes through the exported pointer
+    np.testing.assert_array_equal(np.asarray(a), np.full(64, 2.0))
+
+
+def test_dlpack_device_export_on_request_marks_the_device_copy_changed() -> None:
+    from cuda.core.utils import StridedMemoryView
+
+    a = sa.SmartArray(np.arange(32.0))
+    device = (2, cuda.get_current_device().id)
+    assert a.__dlpack_device__() == (1, 0)  # host copy current: host by default
+    with sa.track_transfers() as t:
+        capsule = a.__dlpack__(dl_device=device, max_version=(1, 0))
+    assert (t.h2d_count, t.d2h_count) == (1, 0)
+    assert a.location == "gpu"  # exactly as __cuda_array_interface__ does
+    view = StridedMemoryView.from_dlpack(_Capsule(capsule, device), stream_ptr=-1)
+    assert view.ptr == _device_pointer(a) and not view.readonly
+    inc[1, 32](view)
+    np.testing.assert_array_equal(np.asarray(a), np.arange(32.0) + 1)
+
+
+def test_dlpack_device_snapshot_and_read_only_exports_change_nothing() -> None:
+    from cuda.core.utils import StridedMemoryView
+
+    a = sa.SmartArray(np.arange(16.0)).to_gpu()
+    device = (2, cuda.get_current_device().id)
+    snapshot = a.__dlpack__(dl_device=device, max_version=(1, 0), copy=True)
+    view = StridedMemoryView.from_dlpack(_Capsule(snapshot, device), stream_ptr=-1)
+    assert view.ptr != _device_pointer(a)
+    diagonal = a.reshape(4, 4).diagonal()
+    readonly = diagonal.__dlpack__(dl_device=device, max_version=(1, 0))
+    assert StridedMemoryView.from_dlpack(_Capsule(readonly, device), stream_ptr=-1).readonly
+    assert a.location == "both"
+
+
+def test_smartarray_from_a_device_dlpack_producer() -> None:
+    from cuda.core.utils import StridedMemoryView
+
+    d = cuda.to_device(np.arange(8.0))
+    producer = StridedMemoryView.from_cuda_array_interface(d, stream_ptr=-1)
+    with sa.track_transfers() as t:
+        copied = sa.SmartArray(producer)
+        adopted = sa.SmartArray(producer, copy=False)
+    assert t.count == 0
+    assert copied.location == adopted.location == "gpu"
+    inc[1, 8](d)
+    np.testing.assert_array_equal(np.asarray(adopted), np.arange(8.0) + 1)
+    np.testing.assert_array_equal(np.asarray(copied), np.arange(8.0))
+
+
+def test_numba_cuda_in_around_a_host_current_smartarray() -> None:
+    # numba-cuda would read a SmartArray inside its own In() through DLPack, which exports
+    # the host copy while it is current: smartarray's hook prepares it as an intent instead.
+    x = sa.SmartArray(np.arange(64.0))
+    out = sa.zeros(64)
+    with sa.track_transfers() as t:
+        vectorized_add[1, 64](cuda.In(x), cuda.In(x), cuda.Out(out))
+    assert (t.h2d_count, t.d2h_count) == (1, 0)
+    np.testing.assert_array_equal(np.asarray(out), 2 * np.arange(64.0))

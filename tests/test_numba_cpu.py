@@ -6,7 +6,6 @@ Tests marked ``device`` need the CUDA simulator or a GPU (tier 2/3).
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import pickle
 import subprocess
@@ -18,14 +17,16 @@ from typing import Any
 import numba
 import numpy as np
 import pytest
-from helpers import inc
+from helpers import ROOT, inc
 from numba import njit, prange
 from numba.core import types
+from numba.core.dispatcher import Dispatcher
 from numba.core.errors import TypingError
 
 import smartarray
 from smartarray import In, InOut, Out, SmartArray, SmartArrayType
 from smartarray import _numba_cpu as numba_cpu
+from smartarray import _numba_signatures as numba_signatures
 from smartarray._numba_types import BOXING_VERSION
 from smartarray.bench_njit import measure_njit_overhead
 
@@ -178,28 +179,62 @@ def arange(n: int = 10) -> SmartArray:
 # --- registration and typing ----------------------------------------------------------------
 
 
-def test_entry_point_is_declared_and_idempotent() -> None:
-    entry_points = importlib.metadata.entry_points(group="numba_extensions")
-    values = {ep.value for ep in entry_points if ep.name == "init"}
-    assert "smartarray._numba_cpu:_init_extension" in values
+def test_registration_is_idempotent() -> None:
     wrapped = (types.Array.unify, types.Array.can_convert_to)
-    numba_cpu._init_extension()
+    hooks = (Dispatcher._search_new_conversions, Dispatcher.get_call_template)
     numba_cpu._init_extension()
     numba_cpu._teach_plain_array()
+    numba_cpu._teach_plain_array()
+    numba_signatures.install_dispatcher_hooks()
     assert (types.Array.unify, types.Array.can_convert_to) == wrapped  # not wrapped twice
+    assert (Dispatcher._search_new_conversions, Dispatcher.get_call_template) == hooks
     assert ident(arange()) is not None
 
 
-def test_entry_point_loads_extension_without_importing_smartarray() -> None:
-    code = (
-        "import sys, numba\n"
-        "numba.njit(lambda: 0)()\n"  # the first compilation loads numba_extensions
-        "print('smartarray._numba_cpu' in sys.modules)\n"
+def test_numba_program_without_smartarray_never_loads_it(tmp_path: Path) -> None:
+    # An install of this checkout, as far as importlib.metadata can tell: its dist-info
+    # (entry points from pyproject.toml) first on sys.path, ahead of any installed one.
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    dist_info = tmp_path / f"smartarray-{project['version']}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: smartarray\nVersion: {project['version']}\n"
     )
+    (dist_info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items())
+            for group, points in project.get("entry-points", {}).items()
+        )
+    )
+    code = textwrap.dedent(
+        """
+        import importlib.metadata, sys
+        import numba
+        import numpy as np
+
+        declared = importlib.metadata.distribution("smartarray").read_text("entry_points.txt")
+        assert declared == open(sys.argv[1]).read(), declared  # this checkout's metadata
+        assert numba.njit(lambda x: x + 1)(1) == 2  # the first compilation loads extensions
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("smartarray", "numba_cuda")
+                        or m.startswith("numba.cuda"))
+        print(loaded)
+        import smartarray  # registers everything
+        a = smartarray.asarray(np.arange(3.0))
+        assert numba.njit(lambda x: x)(a) is a
+        """
+    )
+    path = os.pathsep.join([str(tmp_path), str(ROOT)])
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+        [sys.executable, "-c", code, str(dist_info / "entry_points.txt")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+        cwd=tmp_path,
+        timeout=180,
     )
-    assert out.stdout.strip() == "True"
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_argument_types() -> None:
@@ -418,17 +453,25 @@ def test_cache_true_in_fresh_processes(tmp_path: Path) -> None:
                 a[0] += 1.0
                 return a, a[1:], a * 2.0
 
+            @njit("float64(float64[:])", cache=True)
+            def total(a):  # explicit signature: its SmartArray twin is cached too
+                return a.sum()
+
             a = smartarray.asarray(np.arange(4.0))
             same, view, new = bump(a)
             assert same is a and view.base is a and isinstance(new, smartarray.SmartArray)
             assert a[0] == 1.0 and new[0] == 2.0
-            hits = sum(bump.stats.cache_hits.values())
-            misses = sum(bump.stats.cache_misses.values())
-            print(hits, misses)
+            assert total(a) == 7.0 and total(np.arange(3.0)) == 3.0
+            for f in (bump, total):
+                hits = sum(f.stats.cache_hits.values())
+                misses = sum(f.stats.cache_misses.values())
+                print(hits, misses, end=" ")
             """
         )
     )
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    # This checkout's smartarray, not whichever one is installed (the script runs elsewhere).
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": path}
 
     def run(version: int) -> str:
         out = subprocess.run(
@@ -442,17 +485,19 @@ def test_cache_true_in_fresh_processes(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()
 
-    assert run(BOXING_VERSION) == "0 1"  # compiled and saved
-    assert run(BOXING_VERSION) == "1 0"  # loaded from the cache
-    assert run(BOXING_VERSION + 1) == "0 1"  # another boxing protocol never loads old code
+    # bump: hits, misses; total (plain signature and SmartArray twin): hits, misses
+    assert run(BOXING_VERSION) == "0 1 0 2"  # compiled and saved
+    assert run(BOXING_VERSION) == "1 0 2 0"  # loaded from the cache
+    # Another boxing protocol never loads old SmartArray code (the plain signature loads).
+    assert run(BOXING_VERSION + 1) == "0 1 1 1"
 
 
 # --- explicit signatures ---------------------------------------------------------------------
 
 
-def test_explicit_plain_signature_gives_a_clear_error() -> None:
-    with pytest.raises(TypeError, match=r"smartarray\.numba_type"):
-        explicit_plain(arange())
+def test_explicit_plain_signature_takes_a_smartarray() -> None:
+    # Through its SmartArray twin (tests/test_numba_signatures.py has the details).
+    assert explicit_plain(arange()) == 45.0
     assert explicit_plain(np.arange(3.0)) == 3.0
 
 

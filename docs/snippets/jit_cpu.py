@@ -36,13 +36,17 @@ with sa.track_transfers() as t:
     square[1, 8](a)  # so the next kernel needs no upload
 assert t.h2d_count == 0
 
-# Explicit signatures: declare SmartArray arguments with smartarray.numba_type().
-sig = numba.float64(sa.numba_type(np.float64, 1))
-
-
-@njit(sig)
+# Explicit signatures written for ndarrays take SmartArrays too (through a SmartArray twin,
+# compiled on the first SmartArray call); smartarray.numba_type() declares one directly.
+@njit("float64(float64[:])")
 def first(x):
     return x[0]
 
 
-assert first(a) == (1 / 8) ** 4
+@njit(numba.float64(sa.numba_type(np.float64, 1)))
+def last(x):
+    return x[-1]
+
+
+assert first(a) == (1 / 8) ** 4 and last(a) == 1.0
+assert first(np.ones(2)) == 1.0  # ndarrays still take the plain signature
