@@ -25,6 +25,7 @@ from ._cuda_ufuncs import SmartUFunc, cuda_ufunc, install_dispatch_hooks
 from ._errors import DeviceUnavailableError, TransferError
 from ._intents import In, InOut, Out
 from ._launch_guard import install_launch_guard
+from ._launch_intents import install_launch_hooks
 from ._memory import device_memory_limit, device_memory_usage, set_device_memory_limit
 from ._numba_cuda import install_argument_hint_hooks
 from ._numba_types import SmartArrayType, numba_type
@@ -42,6 +43,7 @@ install_dispatch_hooks()  # plain CUDA ufuncs handle SmartArrays precisely
 install_launch_guard()  # launches without CUDA raise DeviceUnavailableError
 install_argument_hint_hooks()  # numba.cuda.In/Out/InOut(a) act as smartarray's intents
 _dask.install()  # SmartArrays as dask chunks, whenever dask is imported (see _dask.py)
+install_launch_hooks()  # bare SmartArray kernel arguments get inferred intents
 
 __version__ = "0.1.0"
 

@@ -1206,10 +1206,14 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return smartarray_type_of(self, readonly=not self._writeable)
 
     def to_device(self, retr: list, stream: Any = 0) -> Any:
-        """Kernel-argument hook called by numba.cuda at launch (read-write intent)."""
-        from ._numba_cuda import kernel_argument
+        """Kernel-argument hook called by numba.cuda at launch.
 
-        return kernel_argument(self, "inout", retr, stream)
+        The intent is inferred from the kernel's code: ``In`` when no argument of the launch
+        may write this array's memory, else ``InOut`` (see :mod:`smartarray._launch_intents`).
+        """
+        from ._numba_cuda import bare_kernel_argument
+
+        return bare_kernel_argument(self, retr, stream)
 
     def __dlpack__(
         self,

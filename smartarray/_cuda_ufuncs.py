@@ -86,11 +86,12 @@ def _unwrap_input(
 
 
 def _unwrap_output(
-    value: Any, stream: Any, written: list[SmartArray], launch: _memory.LaunchPins
+    value: Any, read: bool, stream: Any, written: list[SmartArray], launch: _memory.LaunchPins
 ) -> Any:
+    """The device array for an output; its old contents are uploaded only if ``read``."""
     if isinstance(value, SmartArray):
         alloc = value._alloc
-        whole = value._covers_allocation()
+        whole = value._covers_allocation() and not read
         with alloc.lock:
             launch.add(alloc)
             device = value._device_view(
@@ -100,6 +101,41 @@ def _unwrap_output(
         written.append(value)
         return device
     return value
+
+
+def _is_device_array(value: Any) -> bool:
+    """A Numba device array (not a SmartArray): numba-cuda then keeps results on the device."""
+    if isinstance(value, (SmartArray, _Intent, np.ndarray)) or value is None:
+        return False
+    return bool(_backend.cuda().cudadrv.devicearray.is_cuda_ndarray(value))
+
+
+_OUTPUT_READS = "_smartarray_output_reads"
+
+
+def gufunc_output_reads(ufunc: Any, nin: int, nout: int) -> tuple[bool, ...]:
+    """Per output of a CUDA gufunc: may its kernel read the output's old contents?
+
+    Every kernel of the gufunc (one per signature) is analysed (:mod:`smartarray._access`):
+    an output is read-write unless no kernel provably reads it. Cached on ``ufunc``.
+    Objects that are not numba-cuda gufuncs (no ``kernelmap``) read all their outputs.
+    """
+    cached = getattr(ufunc, "__dict__", {}).get(_OUTPUT_READS)
+    if cached is not None and len(cached) == nout:
+        return cached
+    kernelmap = getattr(ufunc, "kernelmap", None)
+    if not isinstance(kernelmap, dict) or not kernelmap:
+        reads = (True,) * nout
+    else:
+        from . import _access
+
+        accesses = [_access.analyse(kernel) for _, kernel in kernelmap.values()]
+        reads = tuple(
+            any(access.reads_at(nin + j) for access in accesses) for j in range(nout)
+        )
+    if hasattr(ufunc, "__dict__"):
+        ufunc.__dict__[_OUTPUT_READS] = reads
+    return reads
 
 
 class SmartUFunc:
@@ -124,7 +160,10 @@ class SmartUFunc:
         nin = len(args) if self.nin is None else self.nin
         inputs, positional_outputs = args[:nin], args[nin:]
         if positional_outputs and out is not None:
-            raise TypeError("pass outputs either positionally or as out=, not both")
+            raise ValueError(  # numba-cuda's own exception and wording
+                "cannot specify argument 'out' as both positional and keyword; pass outputs "
+                "either positionally or as out=, not both"
+            )
         outputs: tuple[Any, ...]
         if positional_outputs:
             outputs = positional_outputs
@@ -133,7 +172,17 @@ class SmartUFunc:
         else:
             outputs = out if isinstance(out, tuple) else (out,)
         _check_intents(inputs, outputs)
-        # Past that check an intent says nothing more: inputs are read, outputs written.
+        # Past that check, intents only matter for outputs: does the call read them?
+        # InOut: yes. Out: no. Bare: @vectorize never reads its output; a gufunc's kernels
+        # are analysed.
+        if self.nin is None:
+            inferred: tuple[bool, ...] = (False,) * len(outputs)
+        else:
+            inferred = gufunc_output_reads(self.ufunc, self.nin, len(outputs))
+        output_reads = [
+            value.intent == "inout" if isinstance(value, _Intent) else reads
+            for value, reads in zip(outputs, inferred, strict=True)
+        ]
         inputs, outputs = tuple(map(_bare, inputs)), tuple(map(_bare, outputs))
         if self.nin is None:
             _check_elementwise_layouts((*inputs, *outputs))
@@ -149,7 +198,10 @@ class SmartUFunc:
         launch = _memory.LaunchPins()
         try:
             device_inputs = [_unwrap_input(a, stream, read, launch) for a in inputs]
-            device_outputs = [_unwrap_output(o, stream, written, launch) for o in outputs]
+            device_outputs = [
+                _unwrap_output(o, reads, stream, written, launch)
+                for o, reads in zip(outputs, output_reads, strict=True)
+            ]
         except BaseException:
             launch.abort()  # nothing ran: every argument gets its flags back
             raise
@@ -170,7 +222,9 @@ class SmartUFunc:
             array._alloc.device_read(stream)
         if outputs:
             return outputs[0] if len(outputs) == 1 else outputs
-        if not read:
+        if not read or any(_is_device_array(a) for a in inputs):
+            # numba-cuda's rule: with a device array among the inputs, results are device
+            # arrays (code written for numba-cuda calls .copy_to_host() on them).
             return result
         results = tuple(
             SmartArray(r, copy=False) for r in (result if isinstance(result, tuple) else (result,))

@@ -46,6 +46,7 @@ from numba.extending import (
 from ._array import SmartArray
 from ._coherence import State
 from ._intents import _Intent
+from ._jit_intents import param_may_be_written
 from ._numba_signatures import install_dispatcher_hooks
 from ._numba_types import BOXING_VERSION, SmartArrayType
 
@@ -300,7 +301,9 @@ def _dict_get(c: Any, mapping: Any, key: Any) -> Any:
     return c.builder.call(fn, [mapping, key])
 
 
-def _fast_host_view(c: Any, typ: SmartArrayType, obj: Any, const: list[Any], out: Any) -> None:
+def _fast_host_view(
+    c: Any, typ: SmartArrayType, obj: Any, const: list[Any], out: Any, writes: bool
+) -> None:
     """Store in ``out`` the cached jit host view of ``obj`` if no state change is needed.
 
     That is when :func:`host_for_jit` would neither copy, wait nor change the state: the host
@@ -333,7 +336,7 @@ def _fast_host_view(c: Any, typ: SmartArrayType, obj: Any, const: list[Any], out
     with builder.if_then(cgutils.is_not_null(builder, arr), likely=True):
         arr_dict = _instance_dict(c, arr)
         with builder.if_then(cgutils.is_not_null(builder, arr_dict), likely=True):
-            view = _dict_get(c, arr_dict, const[_JIT_RW] if typ.mutable else const[_JIT_RO])
+            view = _dict_get(c, arr_dict, const[_JIT_RW] if writes else const[_JIT_RO])
             alloc = _dict_get(c, arr_dict, const[_ALLOC])
             found = builder.and_(
                 cgutils.is_not_null(builder, view), cgutils.is_not_null(builder, alloc)
@@ -345,7 +348,7 @@ def _fast_host_view(c: Any, typ: SmartArrayType, obj: Any, const: list[Any], out
                     state = _dict_get(c, alloc_dict, const[_STATE])
                     host_event = _dict_get(c, alloc_dict, const[_HOST_EVENT])
                     ok = builder.icmp_unsigned("==", state, const[_HOST])
-                    if not typ.mutable:
+                    if not writes:
                         # BOTH too, unless device work may still be writing mapped memory
                         # (Allocation.wait_host waits for _device_event then).
                         device_event = _dict_get(c, alloc_dict, const[_DEVICE_EVENT])
@@ -370,10 +373,13 @@ def _unbox_smartarray(typ: SmartArrayType, obj: Any, c: Any) -> NativeValue:
     error = cgutils.alloca_once_value(builder, cgutils.true_bit)
     host = cgutils.alloca_once_value(builder, pyapi.get_null_object())
     const, failed = _constants(c)
+    # A writable argument the function provably never writes is unboxed like a read-only
+    # one: its device copy stays valid (decided once, per compiled overload).
+    writes = typ.mutable and param_may_be_written()
     with builder.if_then(builder.not_(failed), likely=True):
-        _fast_host_view(c, typ, obj, const, host)
+        _fast_host_view(c, typ, obj, const, host, writes)
         with builder.if_then(cgutils.is_null(builder, builder.load(host)), likely=False):
-            helper = const[_HOST_FOR_JIT] if typ.mutable else const[_HOST_FOR_JIT_RO]
+            helper = const[_HOST_FOR_JIT] if writes else const[_HOST_FOR_JIT_RO]
             builder.store(pyapi.call_function_objargs(helper, [obj]), host)
         view = builder.load(host)
         with builder.if_then(cgutils.is_not_null(builder, view), likely=True):

@@ -25,6 +25,7 @@ from typing import Any
 
 from . import _backend, _memory
 from ._array import SmartArray
+from ._launch_intents import bare_intent
 
 
 def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> Any:
@@ -101,6 +102,11 @@ def install_argument_hint_hooks() -> None:
         original = cls.to_device
         if not getattr(original, _HINT_HOOK_MARK, False):
             cls.to_device = hook(original)  # type: ignore[method-assign]
+
+
+def bare_kernel_argument(array: SmartArray, retr: list, stream: Any) -> Any:
+    """:func:`kernel_argument` for a bare SmartArray, with the intent inferred for the launch."""
+    return kernel_argument(array, bare_intent(array), retr, stream)
 
 
 def export_cuda_array_interface(array: SmartArray) -> dict[str, Any]:

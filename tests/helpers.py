@@ -14,6 +14,7 @@ from unittest import mock
 
 import numpy as np
 from numba import cuda
+from numpy.lib.stride_tricks import as_strided
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,12 +139,64 @@ def numba_double_and_triple_rows_gufunc() -> Any:
     return CUDAGeneralizedUFunc(kernels, engine, _double)
 
 
+def _fake_broadcast_scalar_input(self: Any, ary: Any, shape: int) -> Any:
+    """``CUDAGeneralizedUFunc._broadcast_scalar_input`` for simulator device arrays."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    return FakeCUDAArray(as_strided(ary._ary, shape=(shape,), strides=(0,)))
+
+
+def _fake_broadcast_add_axis(self: Any, ary: Any, newshape: tuple[int, ...]) -> Any:
+    """``CUDAGeneralizedUFunc._broadcast_add_axis`` for simulator device arrays."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    added = len(newshape) - len(ary.shape)
+    strides = (0,) * added + tuple(ary.strides)
+    return FakeCUDAArray(as_strided(ary._ary, shape=newshape, strides=strides))
+
+
 @contextlib.contextmanager
 def numba_ufunc_support() -> Iterator[None]:
-    """In the simulator, supply the ``cuda.is_cuda_array`` numba-cuda's ufuncs call."""
+    """In the simulator, supply what numba-cuda's CUDA ufunc dispatch needs and lacks there.
+
+    ``cuda.is_cuda_array`` and, for ``@guvectorize(target='cuda')``, the two broadcasting
+    methods of ``CUDAGeneralizedUFunc`` (built on ``FakeCUDAArray`` and ``as_strided`` instead of
+    ``DeviceNDArray``). A test-only shim: on a GPU nothing is patched.
+    """
     if hasattr(cuda, "is_cuda_array"):
         yield
         return
+    from numba.cuda.vectorizers import CUDAGeneralizedUFunc
+
     is_cuda_ndarray = cuda.cudadrv.devicearray.is_cuda_ndarray
-    with mock.patch.object(cuda, "is_cuda_array", is_cuda_ndarray, create=True):
+    with (
+        mock.patch.object(cuda, "is_cuda_array", is_cuda_ndarray, create=True),
+        mock.patch.object(
+            CUDAGeneralizedUFunc, "_broadcast_scalar_input", _fake_broadcast_scalar_input
+        ),
+        mock.patch.object(CUDAGeneralizedUFunc, "_broadcast_add_axis", _fake_broadcast_add_axis),
+    ):
         yield
+
+
+# --- bodies of real @guvectorize(target='cuda') gufuncs (built by the tests, in the device
+# tiers, under numba_ufunc_support) ------------------------------------------------------
+
+GUFUNC_SIGNATURE = (["void(float64[:], float64[:])"], "()->()")
+
+
+def gufunc_multiply(val, out):  # type: ignore[no-untyped-def]
+    """PISA's ``multiply``: reads its output (``out *= val``)."""
+    out[0] *= val[0]
+
+
+def gufunc_assign(val, out):  # type: ignore[no-untyped-def]
+    """Writes its output without reading it (``out = val``)."""
+    out[0] = val[0]
+
+
+def build_gufunc(body: Callable[..., Any]) -> Any:
+    """``@guvectorize(*GUFUNC_SIGNATURE, target='cuda')`` of ``body``."""
+    from numba import guvectorize
+
+    return guvectorize(*GUFUNC_SIGNATURE, target="cuda")(body)

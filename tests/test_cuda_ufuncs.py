@@ -88,7 +88,7 @@ def test_gufunc_positional_output() -> None:
     out = sa.zeros(N, where="gpu")
     assert gufunc(x, x, out) is out
     np.testing.assert_array_equal(np.asarray(out), 2 * np.arange(N))
-    with pytest.raises(TypeError, match="either positionally or as out="):
+    with pytest.raises(ValueError, match="both positional and keyword"):  # as numba-cuda
         gufunc(x, x, out, out=out)
 
 

@@ -519,9 +519,9 @@ def test_numba_type_signatures() -> None:
 
 
 def test_plain_and_smartarray_signatures_together(
-    slow_path_calls: tuple[list[bool], Any],
+    slow_path_calls: tuple[list[bool], Any, Any],
 ) -> None:
-    calls, _ = slow_path_calls
+    calls, _, _ = slow_path_calls
     smart = numba.float64(smartarray.numba_type(np.float64, 1))
 
     @njit(["float64(float64[:])", smart])
@@ -531,7 +531,7 @@ def test_plain_and_smartarray_signatures_together(
     assert both(np.arange(3.0)) == 3.0  # the plain signature, not ambiguous
     assert calls == []
     assert both(arange(3)) == 3.0  # the SmartArray signature (not refused by the plain one)
-    assert calls == [True]
+    assert calls == [False]  # u.sum() only reads u: inferred read-only, device copy kept
 
 
 def test_readonly_argument_rejected_by_writable_signature() -> None:
@@ -576,8 +576,9 @@ def test_stale_compiled_layout_is_refused() -> None:
 
 
 @pytest.fixture
-def slow_path_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], Any]:
-    """A fresh jitted function, and the list of its slow-path calls (their ``write`` flag)."""
+def slow_path_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], Any, Any]:
+    """Fresh jitted functions (a writer and a reader), and the list of their slow-path calls
+    (their ``write`` flag)."""
     calls: list[bool] = []
     original = numba_cpu.host_for_jit
 
@@ -591,21 +592,29 @@ def slow_path_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], Any]:
 
     @njit
     def touch(a: Any) -> None:
+        if a.size < 0:  # never runs, but makes ``a`` a possibly written argument
+            a[0] = 0
+
+    @njit
+    def look(a: Any) -> None:  # a reader: inferred read-only
         pass
 
-    return calls, touch
+    return calls, touch, look
 
 
 def test_fast_path_skips_python_once_state_is_settled(
-    slow_path_calls: tuple[list[bool], Any],
+    slow_path_calls: tuple[list[bool], Any, Any],
 ) -> None:
-    calls, touch = slow_path_calls
+    calls, touch, look = slow_path_calls
     a = arange()
     for _ in range(5):
         touch(a)
     assert calls == [True]  # first call only: the jit view did not exist yet
     for _ in range(5):
-        touch(In(a))
+        look(In(a))
+    assert calls == [True, False]
+    for _ in range(5):
+        look(a)  # inferred read-only: the same read-only jit view, already made
     assert calls == [True, False]
 
 
@@ -698,15 +707,17 @@ def test_view_returned_from_jit_shares_device_state() -> None:
 
 
 @pytest.mark.device
-def test_fast_path_only_when_nothing_to_do(slow_path_calls: tuple[list[bool], Any]) -> None:
-    calls, touch = slow_path_calls
+def test_fast_path_only_when_nothing_to_do(
+    slow_path_calls: tuple[list[bool], Any, Any],
+) -> None:
+    calls, touch, look = slow_path_calls
     a = arange(4).to_gpu()
-    touch(In(a))
-    touch(In(a))
+    look(In(a))
+    look(In(a))
     assert calls == [False]  # state BOTH: fine for a reader
     a._alloc._device_event = object()  # device work pending: the slow path waits for it
     try:
-        touch(In(a))
+        look(In(a))
     finally:
         a._alloc._device_event = None
     assert calls == [False, False]

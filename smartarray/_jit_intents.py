@@ -1,0 +1,91 @@
+"""Inferred intents for SmartArray arguments of ``@jit`` functions, decided at compile time.
+
+The unboxing code of a writable SmartArray argument marks its device copy stale, because the
+function may write it. When the function provably never writes the parameter (the analysis
+of :mod:`smartarray._access`, run on the typed IR of the compilation), the unboxing code is
+generated like that of a read-only argument instead: the device copy stays valid. The decision
+is made once per compiled overload, while Numba builds the overload's CPython wrapper, so a
+call pays nothing for it.
+
+Numba's unboxing hook is not told which function or parameter it unboxes for, so
+:func:`param_may_be_written` finds them on the call stack of the compilation: the frame of
+``PyCallWrapper.build_wrapper`` (the arguments unboxed so far give the parameter's position)
+and, further out, the lowering pass (its ``state`` holds the Python function, the typed IR and
+the type map). Anything else stays pessimistic (may write): a wrapper built some other way,
+a lifted loop (``state.lifted_from``), a function whose typed IR cannot be matched to its
+parameters, ``numba.objmode`` blocks, ``parallel=True`` loops (parfors are not analysed).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from . import _access
+
+_METADATA_KEY = "smartarray_param_access"
+
+
+def _code_objects() -> tuple[Any, Any]:
+    from numba.core.callwrapper import PyCallWrapper
+    from numba.core.typed_passes import BaseNativeLowering
+
+    return PyCallWrapper.build_wrapper.__code__, BaseNativeLowering.run_pass.__code__
+
+
+_BUILD_WRAPPER, _RUN_PASS = _code_objects()
+
+
+def param_may_be_written() -> bool:
+    """Called by the unboxing code generator: may the function write this parameter?"""
+    frame: Any = sys._getframe(1)
+    position = None
+    while frame is not None:
+        code = frame.f_code
+        if code is _BUILD_WRAPPER and position is None:
+            innerargs = frame.f_locals.get("innerargs")
+            if not isinstance(innerargs, list):
+                return True
+            position = len(innerargs)
+        elif code is _RUN_PASS:
+            if position is None:
+                return True  # unboxing inside the function body (objmode): not an argument
+            access = compilation_access(frame.f_locals.get("state"))
+            return access is None or access.may_write(position)
+        frame = frame.f_back
+    return True
+
+
+def compilation_access(state: Any) -> _access.FunctionAccess | None:
+    """The analysis of the function a lowering ``state`` compiles (cached in its metadata)."""
+    if state is None:
+        return None
+    metadata = getattr(state, "metadata", None)
+    if isinstance(metadata, dict) and _METADATA_KEY in metadata:
+        return metadata[_METADATA_KEY]
+    access = _compute(state)
+    if isinstance(metadata, dict):
+        metadata[_METADATA_KEY] = access
+    return access
+
+
+def _compute(state: Any) -> _access.FunctionAccess | None:
+    if getattr(state, "lifted_from", None) is not None:
+        return None  # a loop lifted out of an object-mode function: other parameters
+    func_id = getattr(state, "func_id", None)
+    func_ir = getattr(state, "func_ir", None)
+    py_func = getattr(func_id, "func", None)
+    if py_func is None or func_ir is None or state.typemap is None:
+        return None
+    access = _access.analyse_typed(py_func, func_ir.blocks, state.typemap, state.calltypes)
+    if tuple(p.name for p in access.params) != tuple(func_ir.arg_names):
+        return None
+    return access
+
+
+def overload_access(dispatcher: Any, signature: tuple[Any, ...]) -> _access.FunctionAccess | None:
+    """What the compiled overload of ``dispatcher`` for ``signature`` inferred (None: nothing)."""
+    cres = dispatcher.overloads.get(tuple(signature))
+    metadata = getattr(cres, "metadata", None) or {}
+    access = metadata.get(_METADATA_KEY)
+    return access if isinstance(access, _access.FunctionAccess) else None

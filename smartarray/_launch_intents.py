@@ -1,0 +1,164 @@
+"""Inferred intents for bare SmartArray kernel arguments.
+
+A SmartArray passed bare to a ``@cuda.jit`` kernel is prepared by its ``to_device`` hook, which
+numba-cuda calls without saying which kernel is launched. This module wraps the one method
+each tier runs per launch with the kernel and its arguments in hand:
+
+* real GPU: ``numba.cuda.dispatcher._Kernel.launch(self, args, ...)`` (``self.py_func`` is the
+  kernel's Python function; called by ``CUDADispatcher.call`` for every ``kernel[...](...)``,
+  and by ``ForAll``);
+* simulator: ``numba.cuda.simulator.kernel.FakeCUDAKernel.__call__(self, *args)`` (``self.fn``).
+
+The wrapper looks up the kernel's parameter analysis (:mod:`smartarray._access`, computed once
+and cached on the kernel object: a launch pays one dictionary look-up), and, when a bare
+SmartArray is among the arguments, records for the duration of the launch, in a thread-local,
+the allocations that every argument leaves unwritten. :func:`bare_intent` then gives ``'in'``
+for those and ``'inout'`` for everything else. The decision is per allocation: if an
+allocation is behind two arguments (``k(x, x[1:])``) and either may be written, or behind an
+explicit ``InOut``/``Out``, it is prepared as written everywhere. Explicit intents are never
+changed. Launches without SmartArrays, and device-function calls in the simulator, go straight
+to numba-cuda.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from . import _access
+from ._array import SmartArray
+from ._intents import _Intent
+
+_HOOK_MARK = "__smartarray_launch_hook__"
+_CACHE_KEY = "_smartarray_write_mask"
+_local = threading.local()
+
+
+def bare_intent(array: SmartArray) -> str:
+    """The intent of a bare SmartArray argument of the launch being prepared."""
+    readonly = getattr(_local, "readonly", None)
+    if readonly is not None and array._alloc in readonly:
+        return "in"
+    return "inout"
+
+
+def write_mask(kernel: Any, func: Any) -> tuple[tuple[bool, ...], bool]:
+    """Per parameter "may write", and the same for ``*args``; cached on ``kernel``."""
+    cached = kernel.__dict__.get(_CACHE_KEY)
+    if cached is None:
+        access = _access.analyse(func)
+        vararg = access.vararg
+        mask = access.write_mask if vararg is None else access.write_mask[:vararg]
+        rest = True if vararg is None else access.may_write(vararg)
+        cached = (mask, rest)
+        kernel.__dict__[_CACHE_KEY] = cached
+    return cached
+
+
+def readonly_allocations(
+    mask: tuple[bool, ...], rest: bool, args: tuple[Any, ...] | list[Any]
+) -> frozenset[Any] | None:
+    """Allocations of bare SmartArray arguments that no argument of the launch may write."""
+    readonly: set[Any] | None = None
+    written: set[Any] | None = None
+    count = len(mask)
+    for position, value in enumerate(args):
+        writes = mask[position] if position < count else rest
+        if type(value) is SmartArray:
+            if writes:
+                written = written or set()
+                written.add(value._alloc)
+            else:
+                readonly = readonly or set()
+                readonly.add(value._alloc)
+        elif isinstance(value, (SmartArray, _Intent, tuple)):
+            for array, bare in _nested(value):
+                if writes or not bare:
+                    written = written or set()
+                    written.add(array._alloc)
+                else:
+                    readonly = readonly or set()
+                    readonly.add(array._alloc)
+    if readonly is None:
+        return None
+    if written:
+        readonly -= written
+    return frozenset(readonly)
+
+
+def _nested(value: Any) -> list[tuple[SmartArray, bool]]:
+    """SmartArrays in an argument, each with True when it is bare (or ``In``)."""
+    if isinstance(value, SmartArray):
+        return [(value, True)]
+    if isinstance(value, _Intent):
+        return [(value.array, value.intent == "in")]
+    if isinstance(value, tuple):
+        return [item for element in value for item in _nested(element)]
+    return []
+
+
+def _plan(kernel: Any, func: Any, args: Any) -> frozenset[Any] | None:
+    """The read-only allocations of this launch (None: nothing to infer)."""
+    cached = kernel.__dict__.get(_CACHE_KEY)
+    if cached is None:
+        # Analyse a kernel only once it is launched with a SmartArray.
+        if not any(isinstance(value, (SmartArray, _Intent, tuple)) for value in args):
+            return None
+        cached = write_mask(kernel, func)
+    return readonly_allocations(cached[0], cached[1], args)
+
+
+def _hooked_launch(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def launch(self: Any, args: Any, *rest: Any, **kwargs: Any) -> Any:
+        readonly = _plan(self, self.py_func, args)
+        if readonly is None:
+            return original(self, args, *rest, **kwargs)
+        previous = getattr(_local, "readonly", None)
+        _local.readonly = readonly
+        try:
+            return original(self, args, *rest, **kwargs)
+        finally:
+            _local.readonly = previous
+
+    setattr(launch, _HOOK_MARK, True)
+    return launch
+
+
+def _hooked_fake_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def __call__(self: Any, *args: Any) -> Any:
+        readonly = None if self._device else _plan(self, self.fn, args)
+        if readonly is None:
+            return original(self, *args)
+        previous = getattr(_local, "readonly", None)
+        _local.readonly = readonly
+        try:
+            return original(self, *args)
+        finally:
+            _local.readonly = previous
+
+    setattr(__call__, _HOOK_MARK, True)
+    return __call__
+
+
+def install_launch_hooks() -> bool:
+    """Wrap the launch method of this tier's kernels (idempotent); False if there is none."""
+    from numba.cuda.core import config
+
+    if config.ENABLE_CUDASIM:
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+        cls, name, hook = FakeCUDAKernel, "__call__", _hooked_fake_call
+    else:
+        try:
+            from numba.cuda.dispatcher import _Kernel
+        except ImportError:  # pragma: no cover - numba-cuda is a hard dependency
+            return False
+        cls, name, hook = _Kernel, "launch", _hooked_launch
+    original = getattr(cls, name)
+    if not getattr(original, _HOOK_MARK, False):
+        setattr(cls, name, hook(original))
+    return True

@@ -1,0 +1,317 @@
+"""smartarray._access: which parameters a function may write or read.
+
+The analysis reads Numba IR and runs no kernel, so these tests run in every tier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numba
+import numpy as np
+import pytest
+from numba import cuda, njit
+
+import smartarray
+from smartarray import _access, _jit_intents
+from smartarray._access import analyse
+
+
+@cuda.jit(device=True)
+def _store(a, v):  # type: ignore[no-untyped-def]
+    a[0] = v
+
+
+@cuda.jit(device=True)
+def _load(a):  # type: ignore[no-untyped-def]
+    return a[0]
+
+
+@cuda.jit(device=True)
+def _same(a):  # type: ignore[no-untyped-def]
+    return a
+
+
+def _opaque(a: Any) -> None:
+    """A plain Python function: the analysis cannot see what it does."""
+
+
+# --- kernels that write ``x`` through an alias and only read ``y`` --------------------------
+
+
+def k_slice(x, y):  # type: ignore[no-untyped-def]
+    v = x[1:]
+    v[0] = y[0]
+
+
+def k_transpose(x, y):  # type: ignore[no-untyped-def]
+    t = x.T
+    t[0, 0] = y[0]
+
+
+def k_reshape(x, y):  # type: ignore[no-untyped-def]
+    r = x.reshape(x.size)
+    r[0] = y[0]
+
+
+def k_tuple_unpacking(x, y):  # type: ignore[no-untyped-def]
+    pair = (y, x)
+    a, b = pair
+    b[0] = a[0]
+
+
+def k_reassignment_in_a_loop(x, y):  # type: ignore[no-untyped-def]
+    z = y[:0]
+    for i in range(2):
+        if i == 1:
+            z = x
+    z[0] = 1
+
+
+def k_row_view(x, y):  # type: ignore[no-untyped-def]
+    row = x[0]
+    row[0] = y[0]
+
+
+def k_device_function(x, y):  # type: ignore[no-untyped-def]
+    _store(x[1:], _load(y))
+
+
+def k_view_returned_by_device_function(x, y):  # type: ignore[no-untyped-def]
+    v = _same(x)
+    v[0] = y[0]
+
+
+def k_atomic(x, y):  # type: ignore[no-untyped-def]
+    cuda.atomic.add(x, 0, y[0])
+
+
+def k_atomic_max_on_a_view(x, y):  # type: ignore[no-untyped-def]
+    cuda.atomic.max(x[2:], 0, y[0])
+
+
+def k_inplace_operator(x, y):  # type: ignore[no-untyped-def]
+    v = x[:2]
+    v += y[0]
+
+
+def k_record_field(x, y):  # type: ignore[no-untyped-def]
+    r = x[0]
+    r.f = y[0]
+
+
+def k_writing_method(x, y):  # type: ignore[no-untyped-def]
+    x.fill(y[0])
+
+
+def k_numpy_out_keyword(x, y):  # type: ignore[no-untyped-def]
+    np.add(y, y, out=x)
+
+
+def k_numpy_positional_output(x, y):  # type: ignore[no-untyped-def]
+    np.multiply(y, 2, x)
+
+
+def k_unknown_function(x, y):  # type: ignore[no-untyped-def]
+    _opaque(x)
+    y.sum()
+
+
+def k_container(x, y):  # type: ignore[no-untyped-def]
+    keep = [x]
+    y.sum()
+    return len(keep)
+
+
+def k_returned(x, y):  # type: ignore[no-untyped-def]
+    y.sum()
+    return x[1:]
+
+
+def k_captured(x, y):  # type: ignore[no-untyped-def]
+    def inner():  # type: ignore[no-untyped-def]
+        x[0] = 1
+
+    y.sum()
+
+
+def k_with_block(x, y):  # type: ignore[no-untyped-def]
+    with numba.objmode():
+        pass
+    y.sum()
+
+
+WRITES_X = [
+    k_slice,
+    k_transpose,
+    k_reshape,
+    k_tuple_unpacking,
+    k_row_view,
+    k_device_function,
+    k_view_returned_by_device_function,
+    k_atomic,
+    k_atomic_max_on_a_view,
+    k_inplace_operator,
+    k_record_field,
+    k_writing_method,
+    k_numpy_out_keyword,
+    k_numpy_positional_output,
+    k_unknown_function,
+    k_container,
+    k_returned,
+    k_captured,
+]
+
+
+@pytest.mark.parametrize("kernel", WRITES_X, ids=lambda f: f.__name__)
+def test_writes_through_every_alias_kind_are_seen(kernel: Callable[..., Any]) -> None:
+    access = analyse(kernel)
+    assert [p.name for p in access.params] == ["x", "y"]
+    assert access.may_write(0), access
+    assert access.params[0].reasons or 0 in access.returns
+    assert not access.may_write(1), access  # precision: y is still provably read-only
+
+
+def test_reassignment_in_a_loop_may_write_both() -> None:
+    x, y = analyse(k_reassignment_in_a_loop).params
+    assert x.writes and y.writes  # flow-insensitive: z may be either
+
+
+def test_with_blocks_such_as_objmode_are_pessimistic() -> None:
+    x, y = analyse(k_with_block).params
+    assert x.writes and y.writes and "objmode" in x.reasons[0]
+
+
+def k_reads_only(x, y, n):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < x.shape[0] and i < len(y):
+        t = x[i] * 2 + y[i]
+        return t + n + x.T[0, 0] + np.sum(y) + y.reshape(y.size)[0] + abs(x[0]) + min(n, 1)
+    return 0
+
+
+def test_provably_read_only_parameters() -> None:
+    access = analyse(k_reads_only)
+    assert [p.writes for p in access.params] == [False, False, False]
+    assert [p.reads for p in access.params] == [True, True, True]
+
+
+def out_read(val, out):  # type: ignore[no-untyped-def]
+    out[0] *= val[0]
+
+
+def out_written_only(val, out):  # type: ignore[no-untyped-def]
+    for i in range(out.shape[0]):
+        out[i] = val[i] + len(out)
+
+
+def out_read_through_a_loop_variable(val, out):  # type: ignore[no-untyped-def]
+    total = 0.0
+    for v in out:
+        total += v
+    out[0] = total + val[0]
+
+
+def test_reads_of_outputs() -> None:
+    assert analyse(out_read).params[1].reads
+    assert not analyse(out_written_only).params[1].reads
+    assert analyse(out_read_through_a_loop_variable).params[1].reads
+
+
+def varargs(x, *rest):  # type: ignore[no-untyped-def]
+    rest[1][0] = x[0]
+
+
+def test_star_args_map_every_extra_argument_to_one_parameter() -> None:
+    access = analyse(varargs)
+    assert access.vararg == 1
+    assert [access.writes_at(i) for i in range(4)] == [False, True, True, True]
+
+
+def recursive(x, y):  # type: ignore[no-untyped-def]
+    return recursive_device(x, y)
+
+
+@cuda.jit(device=True)
+def recursive_device(x, y):  # type: ignore[no-untyped-def]
+    return recursive_device(y, x)
+
+
+def test_recursion_is_pessimistic() -> None:
+    assert all(p.writes for p in analyse(recursive).params)
+
+
+def test_results_are_cached_per_function() -> None:
+    assert analyse(k_slice) is analyse(k_slice)
+    assert analyse(_store) is analyse(_store.py_func if hasattr(_store, "py_func") else _store)
+
+
+def test_functions_without_ir_are_pessimistic() -> None:
+    access = _access._analyse_untyped(print)  # a builtin: no bytecode
+    assert access.params == ()
+    assert analyse(len).params == ()
+
+
+# --- @njit: the typed analysis, decided when an overload is compiled -----------------------
+
+
+@njit
+def _writes_first(a, b):  # type: ignore[no-untyped-def]
+    a[0] = b[0]
+
+
+@njit
+def nj_scalar_copy(x, y):  # type: ignore[no-untyped-def]
+    t = x[0]
+    t += 1.0  # typed IR: t is a float, not a view of x
+    return t + y.sum()
+
+
+@njit
+def nj_calls_a_writer(x, y):  # type: ignore[no-untyped-def]
+    _writes_first(x[1:], y)
+
+
+@njit
+def nj_list_of_arrays(x, y):  # type: ignore[no-untyped-def]
+    arrays = [y[:1]]
+    arrays.append(x)
+    arrays[1][0] = 5.0
+    return y[0]
+
+
+@njit
+def nj_returns_its_argument(x, y):  # type: ignore[no-untyped-def]
+    return x if y[0] > 0 else x[:1]
+
+
+def _compiled_access(dispatcher: Any, *args: Any) -> _access.FunctionAccess:
+    dispatcher(*args)
+    signature = dispatcher.signatures[-1]
+    access = _jit_intents.overload_access(dispatcher, signature)
+    assert access is not None
+    return access
+
+
+def test_njit_typed_analysis() -> None:
+    x, y = smartarray.SmartArray(np.ones(3)), smartarray.SmartArray(np.ones(3))
+    scalar = _compiled_access(nj_scalar_copy, x, y)
+    assert [p.writes for p in scalar.params] == [False, False]
+    writer = _compiled_access(nj_calls_a_writer, x, y)
+    assert [p.writes for p in writer.params] == [True, False]
+    assert "_writes_first" in writer.params[0].reasons[0]
+    lists = _compiled_access(nj_list_of_arrays, x, y)
+    assert lists.params[0].writes  # x stored in a list, then written through it
+    returned = _compiled_access(nj_returns_its_argument, x, y)
+    assert returned.may_write(0) and not returned.may_write(1)
+
+
+def test_njit_overloads_without_analysis_report_none() -> None:
+    @njit
+    def untouched(a):  # type: ignore[no-untyped-def]
+        return a
+
+    untouched(np.ones(2))  # no SmartArray argument: the unboxing never asked
+    assert _jit_intents.overload_access(untouched, untouched.signatures[0]) is None
+    assert _jit_intents.compilation_access(None) is None
