@@ -23,6 +23,7 @@ from ._creation import (
 )
 from ._cuda_ufuncs import SmartUFunc, cuda_ufunc, install_dispatch_hooks
 from ._errors import DeviceUnavailableError, TransferError
+from ._explain import ArgumentIntent, IntentReport, explain_intents
 from ._intents import In, InOut, Out
 from ._launch_guard import install_launch_guard
 from ._launch_intents import install_launch_hooks
@@ -48,9 +49,11 @@ install_launch_hooks()  # bare SmartArray kernel arguments get inferred intents
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentIntent",
     "DeviceUnavailableError",
     "In",
     "InOut",
+    "IntentReport",
     "Out",
     "SmartArray",
     "SmartArrayType",
@@ -65,6 +68,7 @@ __all__ = [
     "device_memory_usage",
     "empty",
     "empty_like",
+    "explain_intents",
     "full",
     "full_like",
     "no_transfers",

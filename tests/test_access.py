@@ -315,3 +315,29 @@ def test_njit_overloads_without_analysis_report_none() -> None:
     untouched(np.ones(2))  # no SmartArray argument: the unboxing never asked
     assert _jit_intents.overload_access(untouched, untouched.signatures[0]) is None
     assert _jit_intents.compilation_access(None) is None
+
+
+# --- smartarray.explain_intents -----------------------------------------------------------
+
+
+def test_explain_intents_of_a_jit_function() -> None:
+    x = smartarray.SmartArray(np.ones(3))
+    y = smartarray.SmartArray(np.ones(3))
+    report = smartarray.explain_intents(nj_calls_a_writer, x, y)
+    assert report.intents() == ("InOut", "In")
+    assert report.arguments[0].parameter == "x" and report.arguments[0].source == "inferred"
+    assert "_writes_first" in report.arguments[0].reasons[0]
+    assert "x -> InOut" in str(report) and "y -> In" in str(report)
+    explicit = smartarray.explain_intents(nj_calls_a_writer, smartarray.InOut(x), np.ones(3))
+    assert explicit.intents() == ("InOut", "-")
+    assert explicit.arguments[1].source == "not a SmartArray"
+
+
+def test_explain_intents_of_a_python_function_and_bad_input() -> None:
+    x = smartarray.SmartArray(np.ones(3))
+    report = smartarray.explain_intents(k_slice, x, x)
+    # one allocation behind both arguments, one of which is written
+    assert report.intents() == ("InOut", "InOut")
+    assert "shared" in report.arguments[1].reasons[0]
+    with pytest.raises(TypeError, match="explain_intents"):
+        smartarray.explain_intents(42, x)

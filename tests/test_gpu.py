@@ -516,3 +516,44 @@ def test_numba_cuda_in_around_a_host_current_smartarray() -> None:
         vectorized_add[1, 64](cuda.In(x), cuda.In(x), cuda.Out(out))
     assert (t.h2d_count, t.d2h_count) == (1, 0)
     np.testing.assert_array_equal(np.asarray(out), 2 * np.arange(64.0))
+
+
+# --- inferred intents on the real launch path (numba-cuda's _Kernel.launch) ---------------
+
+
+@cuda.jit
+def _axpy(a, x, y):
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] += a * x[i]
+
+
+def test_bare_kernel_arguments_get_inferred_intents_on_hardware() -> None:
+    from numba.cuda.dispatcher import _Kernel
+
+    assert getattr(_Kernel.launch, "__smartarray_launch_hook__", False)
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.SmartArray(np.ones(N))
+    with sa.track_transfers() as t:
+        for _ in range(10):
+            _axpy[N // 256, 256](2.0, x, y)
+        x.sum()  # a read-only input: its host copy stayed valid
+        result = np.asarray(y)
+    assert (t.h2d_count, t.d2h_count) == (2, 1)
+    assert x.location == "both"
+    np.testing.assert_array_equal(result, 1 + 20.0 * np.arange(N))
+
+
+def test_gufunc_reading_its_output_on_hardware() -> None:
+    @guvectorize(["void(float64[:], float64[:])"], "()->()", target="cuda")
+    def multiply(val, out):
+        out[0] *= val[0]
+
+    x = sa.SmartArray(np.arange(1.0, 9.0))
+    for out in ("plain", "inout"):
+        y = sa.SmartArray(np.full(8, 3.0))
+        with sa.track_transfers() as t:
+            multiply(x, out=y if out == "plain" else sa.InOut(y))
+            result = np.asarray(y)
+        assert t.h2d_count == (2 if out == "plain" else 1) and t.d2h_count == 1
+        np.testing.assert_array_equal(result, 3.0 * np.arange(1.0, 9.0))

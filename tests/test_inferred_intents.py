@@ -1,0 +1,368 @@
+"""Bare SmartArray arguments get the intent the function's own code implies (issue 9).
+
+Kernels, device functions, ``@njit`` functions and CUDA gufuncs, in the device tiers (the
+simulator runs numba-cuda's real launch path and, with the test shim of
+``helpers.numba_ufunc_support``, its real gufunc dispatch). Ledger counts are exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numba
+import numpy as np
+import pytest
+from helpers import build_gufunc, gufunc_assign, gufunc_multiply, inc, numba_ufunc_support
+from numba import cuda
+
+import smartarray as sa
+from smartarray import _launch_intents
+
+pytestmark = pytest.mark.device
+
+N = 16
+
+
+def counts(stats: sa.TransferStats) -> tuple[int, int]:
+    return stats.h2d_count, stats.d2h_count
+
+
+@cuda.jit
+def axpy(a, x, y):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] += a * x[i]
+
+
+@cuda.jit
+def copy_shifted(src, dst):  # type: ignore[no-untyped-def]  # dst[i] = src[i] (src read-only)
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+@cuda.jit
+def copy_back(dst, src):  # type: ignore[no-untyped-def]  # the same, parameters swapped
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+# --- a 10-launch chain: bare == hand-annotated ------------------------------------------
+
+
+def _chain(annotated: bool) -> tuple[list[tuple[str, int]], sa.SmartArray, sa.SmartArray]:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.SmartArray(np.ones(N))
+    with sa.track_transfers() as t:
+        for _ in range(10):
+            if annotated:
+                axpy[1, N](2.0, sa.In(x), sa.InOut(y))
+            else:
+                axpy[1, N](2.0, x, y)
+    return [(r.direction, r.nbytes) for r in t.records], x, y
+
+
+def test_bare_chain_costs_exactly_what_the_annotated_chain_costs() -> None:
+    bare, x, y = _chain(annotated=False)
+    annotated, _, _ = _chain(annotated=True)
+    assert bare == annotated == [("h2d", 8 * N), ("h2d", 8 * N)]
+    assert x.location == "both" and y.location == "gpu"
+    with sa.track_transfers() as t:
+        total = x.sum()  # a host read of a read-only input: no download
+        first = x[0]
+    assert counts(t) == (0, 0) and total == np.arange(N).sum() and first == 0.0
+    with sa.track_transfers() as t:
+        result = np.asarray(y)
+    assert counts(t) == (0, 1)
+    np.testing.assert_array_equal(result, 1 + 20.0 * np.arange(N))
+
+
+def test_explicit_intents_win() -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.SmartArray(np.zeros(N))
+    copy_shifted[1, N](sa.InOut(x), y)  # InOut on a read-only parameter: treated as written
+    assert x.location == "gpu"
+    z = sa.SmartArray(np.zeros(N))
+    copy_shifted[1, N](x, sa.Out(z))
+    assert z.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(z), np.arange(N))
+
+
+def test_read_only_argument_is_a_read_only_device_array_in_the_simulator() -> None:
+    # In the simulator an inferred In gives a read-only view: a missed write would raise.
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.SmartArray(np.zeros(N))
+    copy_shifted[1, N](x, y)
+    assert x.location == "both" and y.location == "gpu"
+
+
+# --- writes through every alias kind are seen (no stale data) ----------------------------
+
+
+@cuda.jit(device=True)
+def _store_first(a, value):  # type: ignore[no-untyped-def]
+    a[0] = value
+
+
+@cuda.jit
+def w_slice(x, y):  # type: ignore[no-untyped-def]
+    v = x[1:]
+    v[0] = y[0]
+
+
+@cuda.jit
+def w_transpose(x, y):  # type: ignore[no-untyped-def]
+    t = x.T
+    t[0, 1] = y[0]
+
+
+@cuda.jit
+def w_row(x, y):  # type: ignore[no-untyped-def]
+    row = x[1]
+    row[0] = y[0]
+
+
+@cuda.jit
+def w_tuple_unpacking(x, y):  # type: ignore[no-untyped-def]
+    pair = (y, x)
+    source, target = pair
+    target[1, 0] = source[0]
+
+
+@cuda.jit
+def w_reassignment_in_a_loop(x, y):  # type: ignore[no-untyped-def]
+    target = y[:0]
+    for i in range(2):
+        if i == 1:
+            target = x[1]
+    target[0] = y[0]
+
+
+@cuda.jit
+def w_device_function(x, y):  # type: ignore[no-untyped-def]
+    _store_first(x[1], y[0])
+
+
+@cuda.jit
+def w_atomic(x, y):  # type: ignore[no-untyped-def]
+    cuda.atomic.add(x, (1, 0), y[0])
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        w_slice,
+        w_transpose,
+        w_row,
+        w_tuple_unpacking,
+        w_reassignment_in_a_loop,
+        w_device_function,
+        w_atomic,
+    ],
+    ids=lambda k: k.__name__,
+)
+def test_writes_through_aliases_are_seen(kernel: Any) -> None:
+    x = sa.SmartArray(np.zeros((2, 2)))
+    y = sa.SmartArray(np.array([5.0]))
+    kernel[1, 1](x, y)
+    assert x.location == "gpu"
+    # flow-insensitive: ``target`` may also be a view of y, so y counts as written too
+    assert y.location == ("gpu" if kernel is w_reassignment_in_a_loop else "both")
+    expected = np.zeros((2, 2))
+    expected[1, 0] = 5.0
+    if kernel is w_slice:  # x[1:][0] is the whole second row
+        expected[1, :] = 5.0
+    np.testing.assert_array_equal(np.asarray(x), expected)
+    np.testing.assert_array_equal(np.asarray(y), [5.0])
+
+
+# --- one allocation behind several arguments -----------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["reader first", "writer first"])
+def test_shared_allocation_is_written_if_any_argument_may_write(order: str) -> None:
+    x = sa.SmartArray(np.arange(N + 1, dtype=np.float64))
+    with sa.track_transfers() as t:
+        if order == "reader first":
+            copy_shifted[1, N](x[1:], x[:-1])  # x[i] = x[i + 1]
+        else:
+            copy_back[1, N](x[:-1], x[1:])
+    assert counts(t) == (1, 0) and x.location == "gpu"
+    result = np.asarray(x)
+    assert result[-1] == N and result[0] in (1.0, 2.0)  # (the simulator's thread order)
+
+
+def test_same_array_read_and_written_through_an_intent() -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    copy_shifted[1, N](x, sa.InOut(x))  # bare x (read-only param), allocation written
+    assert x.location == "gpu"
+    assert _launch_intents.readonly_allocations((False, True), True, (x, sa.InOut(x))) == (
+        frozenset()
+    )
+
+
+def test_plans_for_tuples_and_bare_arrays() -> None:
+    x = sa.SmartArray(np.zeros(2))
+    y = sa.SmartArray(np.zeros(2))
+    plan = _launch_intents.readonly_allocations((False, True), True, (x, (y,), 1.0))
+    assert plan == frozenset({x._alloc})  # the extra argument falls into "may write"
+    assert _launch_intents.readonly_allocations((True,), True, (x,)) is None
+    assert _launch_intents.readonly_allocations((False,), True, (sa.Out(x),)) is None
+    assert _launch_intents.readonly_allocations((False,), True, (1.0, np.zeros(2))) is None
+
+
+def test_analysis_runs_once_per_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    original = _launch_intents._access.analyse
+
+    def counting(func: Any) -> Any:
+        calls.append(func)
+        return original(func)
+
+    @cuda.jit
+    def fresh_kernel(a, b):  # type: ignore[no-untyped-def]
+        i = cuda.grid(1)
+        if i < b.size:
+            b[i] = a[i]
+
+    monkeypatch.setattr(_launch_intents._access, "analyse", counting)
+    fresh_kernel[1, 4](np.zeros(4), np.zeros(4))  # no SmartArray: nothing analysed
+    assert calls == []
+    a, b = sa.SmartArray(np.ones(4)), sa.SmartArray(np.zeros(4))
+    for _ in range(3):
+        fresh_kernel[1, 4](a, b)
+    assert len(calls) == 1
+    assert a.location == "both" and b.location == "gpu"
+
+
+# --- @njit between kernels ----------------------------------------------------------------
+
+
+@numba.njit
+def energy(u):  # type: ignore[no-untyped-def]
+    return (u * u).sum()
+
+
+@numba.njit
+def double_in_place(u):  # type: ignore[no-untyped-def]
+    u *= 2.0
+
+
+def test_kernel_njit_reader_kernel_loop_uploads_once() -> None:
+    u = sa.SmartArray(np.zeros(N))
+    with sa.track_transfers() as t:
+        for _ in range(10):
+            inc[1, N](u)
+            energy(u)
+    # 1 upload for the whole loop; each energy() reads what the kernel wrote (1 download)
+    assert counts(t) == (1, 10)
+    assert u.location == "both"
+    np.testing.assert_array_equal(np.asarray(u), np.full(N, 10.0))
+
+
+def test_njit_that_writes_still_invalidates() -> None:
+    u = sa.SmartArray(np.zeros(N))
+    with sa.track_transfers() as t:
+        inc[1, N](u)  # upload
+        double_in_place(u)  # download; the device copy is stale now
+        inc[1, N](u)  # upload again
+    assert counts(t) == (2, 1)
+    np.testing.assert_array_equal(np.asarray(u), np.full(N, 3.0))
+
+
+# --- CUDA gufuncs that read their outputs (real @guvectorize through the shim) ------------
+
+
+@pytest.fixture
+def multiply() -> Any:
+    with numba_ufunc_support():
+        yield build_gufunc(gufunc_multiply)
+
+
+@pytest.fixture
+def assign() -> Any:
+    with numba_ufunc_support():
+        yield build_gufunc(gufunc_assign)
+
+
+@pytest.mark.parametrize(
+    "pass_output",
+    [
+        lambda g, x, y: g(x, out=y),
+        lambda g, x, y: g(x, out=sa.InOut(y)),
+        lambda g, x, y: g(x, y),
+    ],
+    ids=["out=y", "out=InOut(y)", "positional"],
+)
+def test_gufunc_reading_its_output_gets_the_old_values(
+    multiply: Any, pass_output: Callable[..., Any]
+) -> None:
+    x = sa.SmartArray(np.arange(1.0, N + 1))
+    y = sa.SmartArray(np.full(N, 3.0))
+    with sa.track_transfers() as t:
+        assert pass_output(multiply, x, y) is y
+    assert counts(t) == (2, 0)  # y's old values are uploaded: the kernel reads them
+    np.testing.assert_array_equal(np.asarray(y), 3.0 * np.arange(1.0, N + 1))
+
+
+def test_gufunc_chain_uploads_once_and_downloads_once(multiply: Any) -> None:
+    x = sa.SmartArray(np.arange(1.0, N + 1))
+    y = sa.SmartArray(np.full(N, 2.0))
+    with sa.track_transfers() as t:
+        for _ in range(4):
+            multiply(x, out=y)
+        result = np.asarray(y)
+    assert counts(t) == (2, 1)
+    assert x.location == "both"
+    np.testing.assert_array_equal(result, 2.0 * np.arange(1.0, N + 1) ** 4)
+
+
+def test_gufunc_that_only_writes_its_output_skips_the_upload(assign: Any) -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.SmartArray(np.full(N, 3.0))
+    with sa.track_transfers() as t:
+        assign(x, out=y)
+    assert counts(t) == (1, 0)
+    np.testing.assert_array_equal(np.asarray(y), np.arange(N))
+    z = sa.SmartArray(np.full(N, 3.0))
+    with sa.track_transfers() as t:
+        assign(x, out=sa.InOut(z))  # InOut: uploaded although the kernel never reads it
+    assert counts(t) == (1, 0)
+
+
+def test_gufunc_out_intent_is_the_callers_promise(assign: Any) -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.SmartArray(np.full(N, 3.0))
+    x.to_gpu()
+    with sa.track_transfers() as t:
+        assign(x, out=sa.Out(y))
+    assert counts(t) == (0, 0)
+    np.testing.assert_array_equal(np.asarray(y), np.arange(N))
+
+
+def test_gufunc_mixed_with_a_numba_device_array_returns_a_device_array(multiply: Any) -> None:
+    from helpers import numba_add_ufunc
+
+    with numba_ufunc_support():
+        add = numba_add_ufunc()
+        x = sa.SmartArray(np.arange(N, dtype=np.float64))
+        d = cuda.to_device(np.ones(N))
+        result = add(x, d)
+        assert not isinstance(result, sa.SmartArray)
+        np.testing.assert_array_equal(result.copy_to_host(), np.arange(N) + 1.0)
+        only_smart = add(x, x)
+        assert isinstance(only_smart, sa.SmartArray)
+
+
+def test_explain_intents_of_kernels_and_gufuncs(multiply: Any, assign: Any) -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.SmartArray(np.zeros(N))
+    report = sa.explain_intents(axpy, 2.0, x, y)
+    assert report.kind == "kernel" and report.intents() == ("-", "In", "InOut")
+    assert any("element store" in reason for reason in report.arguments[2].reasons)
+    assert sa.explain_intents(axpy, 2.0, sa.InOut(x), y).arguments[1].source == "explicit"
+    assert sa.explain_intents(multiply, x, y).intents() == ("In", "InOut")
+    assert sa.explain_intents(assign, x, y).intents() == ("In", "Out")
+    assert sa.explain_intents(assign, x, sa.InOut(y)).intents() == ("In", "InOut")
