@@ -316,6 +316,21 @@ class CoherenceMachine(RuleBasedStateMachine):
         )
         self.device_valid = True
 
+    @needs_device
+    @rule()
+    def kernel_reads_bare(self) -> None:
+        # Inferred intents: _copy only reads ``src``, so the bare array is In (host stays valid).
+        self.expect_step(lambda: self.copy[1, N](self.scratch, self.array), h2d=self.device_needs())
+        np.testing.assert_array_equal(self.scratch.get("gpu").copy_to_host(), self.model)
+        self.device_valid = True
+
+    @rule()
+    def njit_reads_bare(self) -> None:
+        # Inferred: _jit_sum never writes its argument, so the device copy stays valid.
+        total = self.expect_step(lambda: _jit_sum(self.array), d2h=self.host_needs())
+        assert total == self.model.sum()
+        self.host_valid = True
+
     @rule()
     def njit_reads_in(self) -> None:
         total = self.expect_step(lambda: _jit_sum(sa.In(self.array)), d2h=self.host_needs())
