@@ -22,8 +22,12 @@ assert t.h2d_count == 2 and t.d2h_count == 0
 assert (x.location, y.location, out.location) == ("both", "both", "gpu")
 
 with sa.track_transfers() as t:
-    axpy[1, 256](out, 2.0, x, y)  # bare arguments are read-write (InOut)
+    axpy[1, 256](out, 2.0, x, y)  # bare arguments: intents inferred from the kernel's code
 assert t.count == 0  # every device copy was current already
-assert (x.location, y.location, out.location) == ("gpu", "gpu", "gpu")
+assert (x.location, y.location, out.location) == ("both", "both", "gpu")
+
+with sa.track_transfers() as t:
+    axpy[1, 256](out, 2.0, sa.InOut(x), y)  # an explicit intent always wins
+assert (x.location, y.location) == ("gpu", "both")
 
 assert np.array_equal(out, 2.0 * np.arange(256.0) + 1.0)

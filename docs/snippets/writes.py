@@ -16,6 +16,11 @@ def total(x):
     return x.sum()
 
 
+@njit
+def double(x):
+    x *= 2
+
+
 def on_device() -> sa.SmartArray:
     a = sa.SmartArray(np.arange(8.0))
     touch[1, 8](a)  # a kernel with a bare argument: a write on the device
@@ -29,7 +34,7 @@ writes = {
     "a += 1": lambda a: a.__iadd__(1),
     "np.add(x, y, out=a)": lambda a: np.add(a, 1, out=a),
     "a.fill(v)": lambda a: a.fill(0.0),
-    "@njit f(a)": lambda a: total(a),
+    "@njit f(a) that writes a": lambda a: double(a),
 }
 for name, write in writes.items():
     a = on_device()
@@ -43,6 +48,7 @@ reads = {
     "np.asarray(a)": np.asarray,
     "print(a)": print,
     "@njit f(sa.In(a))": lambda a: total(sa.In(a)),
+    "@njit f(a) that only reads a": lambda a: total(a),
 }
 for name, read in reads.items():
     a = on_device()
