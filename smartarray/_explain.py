@@ -140,7 +140,7 @@ def _explain_kernel(func: Any, kind: str, args: tuple[Any, ...]) -> IntentReport
     vararg = access.vararg
     mask = access.write_mask if vararg is None else access.write_mask[:vararg]
     rest = True if vararg is None else access.may_write(vararg)
-    readonly = readonly_allocations(mask, rest, args) or frozenset()
+    readonly = readonly_allocations(mask, rest, args) or []
     out = []
     for position, value in enumerate(args):
         param = access.param_of(position)

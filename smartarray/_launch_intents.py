@@ -59,33 +59,34 @@ def write_mask(kernel: Any, func: Any) -> tuple[tuple[bool, ...], bool]:
 
 def readonly_allocations(
     mask: tuple[bool, ...], rest: bool, args: tuple[Any, ...] | list[Any]
-) -> frozenset[Any] | None:
-    """Allocations of bare SmartArray arguments that no argument of the launch may write."""
-    readonly: set[Any] | None = None
-    written: set[Any] | None = None
+) -> list[Any] | None:
+    """Allocations of bare SmartArray arguments that no argument of the launch may write.
+
+    A list, not a set: a launch has few arguments, and building a list is cheaper.
+    """
+    readonly: list[Any] = []
+    written: list[Any] = []
     count = len(mask)
-    for position, value in enumerate(args):
-        writes = mask[position] if position < count else rest
+    position = -1
+    for value in args:
+        position += 1
         if type(value) is SmartArray:
-            if writes:
-                written = written or set()
-                written.add(value._alloc)
+            if mask[position] if position < count else rest:
+                written.append(value._alloc)
             else:
-                readonly = readonly or set()
-                readonly.add(value._alloc)
+                readonly.append(value._alloc)
         elif isinstance(value, (SmartArray, _Intent, tuple)):
+            writes = mask[position] if position < count else rest
             for array, bare in _nested(value):
                 if writes or not bare:
-                    written = written or set()
-                    written.add(array._alloc)
+                    written.append(array._alloc)
                 else:
-                    readonly = readonly or set()
-                    readonly.add(array._alloc)
-    if readonly is None:
+                    readonly.append(array._alloc)
+    if not readonly:
         return None
     if written:
-        readonly -= written
-    return frozenset(readonly)
+        readonly = [alloc for alloc in readonly if alloc not in written]
+    return readonly
 
 
 def _nested(value: Any) -> list[tuple[SmartArray, bool]]:
@@ -99,7 +100,7 @@ def _nested(value: Any) -> list[tuple[SmartArray, bool]]:
     return []
 
 
-def _plan(kernel: Any, func: Any, args: Any) -> frozenset[Any] | None:
+def _plan(kernel: Any, func: Any, args: Any) -> list[Any] | None:
     """The read-only allocations of this launch (None: nothing to infer)."""
     cached = kernel.__dict__.get(_CACHE_KEY)
     if cached is None:

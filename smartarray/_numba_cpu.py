@@ -374,12 +374,22 @@ def _unbox_smartarray(typ: SmartArrayType, obj: Any, c: Any) -> NativeValue:
     host = cgutils.alloca_once_value(builder, pyapi.get_null_object())
     const, failed = _constants(c)
     # A writable argument the function provably never writes is unboxed like a read-only
-    # one: its device copy stays valid (decided once, per compiled overload).
+    # one: its device copy stays valid (decided once, per compiled overload). An explicit
+    # InOut/Out (same type) still counts as a write: only a bare SmartArray is inferred.
     writes = typ.mutable and param_may_be_written()
+    inferred = typ.mutable and not writes
     with builder.if_then(builder.not_(failed), likely=True):
-        _fast_host_view(c, typ, obj, const, host, writes)
+        bare = builder.icmp_unsigned("==", pyapi.get_type(obj), const[_CLS])
+        if inferred:
+            with builder.if_then(bare, likely=True):
+                _fast_host_view(c, typ, obj, const, host, False)
+        else:
+            _fast_host_view(c, typ, obj, const, host, writes)
         with builder.if_then(cgutils.is_null(builder, builder.load(host)), likely=False):
-            helper = const[_HOST_FOR_JIT] if writes else const[_HOST_FOR_JIT_RO]
+            if inferred:
+                helper = builder.select(bare, const[_HOST_FOR_JIT_RO], const[_HOST_FOR_JIT])
+            else:
+                helper = const[_HOST_FOR_JIT] if writes else const[_HOST_FOR_JIT_RO]
             builder.store(pyapi.call_function_objargs(helper, [obj]), host)
         view = builder.load(host)
         with builder.if_then(cgutils.is_not_null(builder, view), likely=True):

@@ -13,6 +13,9 @@ Transfers (simulator and GPU)
 
     SmartArray copies are read from smartarray's ledger; the copies Numba makes for plain
     arrays are counted by :class:`CopyCounter`.
+    * an unannotated workflow (kernels, ``@njit`` reads, host reads) with SmartArrays bare,
+      annotated by hand and all ``InOut``, and with numpy arrays, and the time the launch hook
+      adds per SmartArray argument (:mod:`smartarray.bench_intents`).
 Timings (real GPU only)
     The chain variants timed at two sizes, and the add progression with a
     ``@vectorize(target='cuda')`` ufunc (SmartArrays with ``out=``, and with the host-array
@@ -611,6 +614,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     add = add_transfers(n, calls)
     print(transfer_table(add))
     results["transfers"] = {"chain": chain, "add": add}
+
+    from . import bench_intents
+
+    every = 5
+    workflow_steps = 20 if not args.quick else 10
+    print(
+        f"\nTransfers: unannotated workflow (kernel, @njit read every {every} steps, host "
+        f"reads), n={n} float64, {workflow_steps} launches"
+    )
+    workflow = bench_intents.workflow_transfers(n, workflow_steps, every)
+    lookup = bench_intents.lookup_overhead(rounds=3 if args.quick else 7)
+    print(bench_intents.report(workflow, lookup))
+    results["transfers"]["workflow"] = workflow
+    results["intent_lookup"] = lookup
 
     if tier == "gpu":
         repeats = 3 if args.quick else 7

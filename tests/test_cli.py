@@ -66,6 +66,14 @@ def test_bench_quick_in_simulator(tmp_path: Path) -> None:
         assert row["arrays"] == 3 * row["limit_arrays"] and row["spill_count"] > 0
         assert row["ratio"] <= 1.10 and row["d2h_ratio"] <= 1.10
     assert "Oversubscription: data 3x the device memory limit" in out
+    workflow = {row["variant"]: row for row in results["transfers"]["workflow"]}
+    assert workflow["bare"]["ratio_to_minimum"] == 1.0
+    assert workflow["annotated"]["ratio_to_minimum"] == 1.0
+    assert (workflow["bare"]["h2d_count"], workflow["bare"]["d2h_count"]) == (2, 2)
+    assert workflow["all_inout"]["ratio_to_minimum"] > 1.0
+    assert workflow["numpy"]["h2d_count"] == 2 * workflow["numpy"]["steps"]
+    assert "SmartArrays, bare (inferred intents)" in out
+    assert all(v["per_argument_us"] > 0 for v in results["intent_lookup"].values())
     if results.get("njit") is not None:
         assert results["njit"]["ratio"] > 0
     assert len(results["host"]) == 7 and "Host speed" in out

@@ -199,7 +199,7 @@ def test_same_array_read_and_written_through_an_intent() -> None:
     copy_shifted[1, N](x, sa.InOut(x))  # bare x (read-only param), allocation written
     assert x.location == "gpu"
     assert _launch_intents.readonly_allocations((False, True), True, (x, sa.InOut(x))) == (
-        frozenset()
+        []
     )
 
 
@@ -207,7 +207,7 @@ def test_plans_for_tuples_and_bare_arrays() -> None:
     x = sa.SmartArray(np.zeros(2))
     y = sa.SmartArray(np.zeros(2))
     plan = _launch_intents.readonly_allocations((False, True), True, (x, (y,), 1.0))
-    assert plan == frozenset({x._alloc})  # the extra argument falls into "may write"
+    assert plan == [x._alloc]  # the extra argument falls into "may write"
     assert _launch_intents.readonly_allocations((True,), True, (x,)) is None
     assert _launch_intents.readonly_allocations((False,), True, (sa.Out(x),)) is None
     assert _launch_intents.readonly_allocations((False,), True, (1.0, np.zeros(2))) is None
@@ -260,6 +260,19 @@ def test_kernel_njit_reader_kernel_loop_uploads_once() -> None:
     assert counts(t) == (1, 10)
     assert u.location == "both"
     np.testing.assert_array_equal(np.asarray(u), np.full(N, 10.0))
+
+
+def test_explicit_inout_to_an_njit_reader_still_invalidates() -> None:
+    u = sa.SmartArray(np.zeros(N))
+    inc[1, N](u)
+    with sa.track_transfers() as t:
+        energy(sa.InOut(u))  # the caller's word wins over the inference
+    assert counts(t) == (0, 1) and u.location == "host"
+    energy(u)  # the same compiled overload, bare: read-only
+    assert u.location == "host"
+    u.to_gpu()
+    energy(u)
+    assert u.location == "both"
 
 
 def test_njit_that_writes_still_invalidates() -> None:
