@@ -4,9 +4,10 @@ A SmartArray passed bare to a ``@cuda.jit`` kernel is prepared by its ``to_devic
 numba-cuda calls without saying which kernel is launched. This module wraps the one method
 each tier runs per launch with the kernel and its arguments in hand:
 
-* real GPU: ``numba.cuda.dispatcher._Kernel.launch(self, args, ...)`` (``self.py_func`` is the
-  kernel's Python function; called by ``CUDADispatcher.call`` for every ``kernel[...](...)``,
-  and by ``ForAll``);
+* real GPU: ``numba.cuda.dispatcher.CUDADispatcher.call(self, args, launch_config)``, run by
+  every ``kernel[...](...)`` (and ``kernel.forall(n)(...)``) before it selects and launches the
+  compiled ``_Kernel`` (``self.py_func`` is the kernel's Python function; a ``_Kernel``
+  loaded from the ``cache=True`` cache has none, which is why the dispatcher is hooked);
 * simulator: ``numba.cuda.simulator.kernel.FakeCUDAKernel.__call__(self, *args)`` (``self.fn``).
 
 The wrapper looks up the kernel's parameter analysis (:mod:`smartarray._access`, computed once
@@ -111,21 +112,21 @@ def _plan(kernel: Any, func: Any, args: Any) -> list[Any] | None:
     return readonly_allocations(cached[0], cached[1], args)
 
 
-def _hooked_launch(original: Callable[..., Any]) -> Callable[..., Any]:
+def _hooked_call(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def launch(self: Any, args: Any, *rest: Any, **kwargs: Any) -> Any:
+    def call(self: Any, args: Any, launch_config: Any) -> Any:
         readonly = _plan(self, self.py_func, args)
         if readonly is None:
-            return original(self, args, *rest, **kwargs)
+            return original(self, args, launch_config)
         previous = getattr(_local, "readonly", None)
         _local.readonly = readonly
         try:
-            return original(self, args, *rest, **kwargs)
+            return original(self, args, launch_config)
         finally:
             _local.readonly = previous
 
-    setattr(launch, _HOOK_MARK, True)
-    return launch
+    setattr(call, _HOOK_MARK, True)
+    return call
 
 
 def _hooked_fake_call(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -149,16 +150,17 @@ def install_launch_hooks() -> bool:
     """Wrap the launch method of this tier's kernels (idempotent); False if there is none."""
     from numba.cuda.core import config
 
+    cls: type
     if config.ENABLE_CUDASIM:
         from numba.cuda.simulator.kernel import FakeCUDAKernel
 
         cls, name, hook = FakeCUDAKernel, "__call__", _hooked_fake_call
     else:
         try:
-            from numba.cuda.dispatcher import _Kernel
+            from numba.cuda.dispatcher import CUDADispatcher
         except ImportError:  # pragma: no cover - numba-cuda is a hard dependency
             return False
-        cls, name, hook = _Kernel, "launch", _hooked_launch
+        cls, name, hook = CUDADispatcher, "call", _hooked_call
     original = getattr(cls, name)
     if not getattr(original, _HOOK_MARK, False):
         setattr(cls, name, hook(original))

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numba import cuda, njit
 
-from . import _backend, _launch_intents
+from . import _access, _backend, _launch_intents
 from ._array import SmartArray
 from ._intents import In, InOut
 from ._transfer import track_transfers
@@ -139,10 +139,7 @@ def workflow_transfers(n: int, steps: int = 20, every: int = 5) -> list[dict[str
 def _kernel_object(dispatcher: Any, args: tuple[Any, ...]) -> tuple[Any, Any]:
     """The object the launch hook caches on, and its Python function (this tier's)."""
     dispatcher[1, THREADS](*args)  # compiles (on a GPU) and fills the cache
-    if _backend.is_simulator():
-        return dispatcher, dispatcher.fn
-    kernel = next(iter(dispatcher.overloads.values()))
-    return kernel, kernel.py_func
+    return dispatcher, _access.python_function(dispatcher)
 
 
 def lookup_overhead(rounds: int = 7, calls: int = 20_000) -> dict[str, Any]:

@@ -341,3 +341,47 @@ def test_explain_intents_of_a_python_function_and_bad_input() -> None:
     assert "shared" in report.arguments[1].reasons[0]
     with pytest.raises(TypeError, match="explain_intents"):
         smartarray.explain_intents(42, x)
+
+
+# --- the launch hook of the GPU tier, driven without a GPU ----------------------------------
+
+
+def test_gpu_launch_hook_plans_intents_per_allocation() -> None:
+    from smartarray._launch_intents import _hooked_call, bare_intent
+
+    seen: list[list[str]] = []
+
+    def original(self: Any, args: Any, launch_config: Any) -> None:
+        # what numba-cuda's CUDADispatcher.call leads to: to_device of each argument
+        seen.append([bare_intent(a) for a in args if isinstance(a, smartarray.SmartArray)])
+
+    class Dispatcher:  # the attributes of CUDADispatcher the hook uses
+        def __init__(self, func: Callable[..., Any]) -> None:
+            self.py_func = func
+
+    call = _hooked_call(original)
+    dispatcher = Dispatcher(k_slice)  # writes x, only reads y
+    x = smartarray.SmartArray(np.zeros((2, 2)))
+    y = smartarray.SmartArray(np.ones(1))
+    call(dispatcher, (x, y), None)
+    call(dispatcher, (x, x[1:]), None)  # one allocation, written through x
+    call(dispatcher, (np.zeros(2), np.ones(1)), None)
+    assert seen == [["inout", "in"], ["inout", "inout"], []]
+    assert bare_intent(y) == "inout"  # outside a launch: pessimistic
+    assert "_smartarray_write_mask" in vars(dispatcher)  # analysed once, cached
+
+
+def test_launch_hooks_are_installed_for_this_tier() -> None:
+    from smartarray._launch_intents import install_launch_hooks
+
+    assert install_launch_hooks()  # idempotent
+    if smartarray.tier() == "simulator":
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+        hooked = FakeCUDAKernel.__call__
+    else:
+        from numba.cuda.dispatcher import CUDADispatcher
+
+        hooked = CUDADispatcher.call
+    assert getattr(hooked, "__smartarray_launch_hook__", False)
+    assert not getattr(hooked.__wrapped__, "__smartarray_launch_hook__", False)

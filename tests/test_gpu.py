@@ -518,7 +518,7 @@ def test_numba_cuda_in_around_a_host_current_smartarray() -> None:
     np.testing.assert_array_equal(np.asarray(out), 2 * np.arange(64.0))
 
 
-# --- inferred intents on the real launch path (numba-cuda's _Kernel.launch) ---------------
+# --- inferred intents on the real launch path (numba-cuda's CUDADispatcher.call) ----------
 
 
 @cuda.jit
@@ -529,9 +529,9 @@ def _axpy(a, x, y):
 
 
 def test_bare_kernel_arguments_get_inferred_intents_on_hardware() -> None:
-    from numba.cuda.dispatcher import _Kernel
+    from numba.cuda.dispatcher import CUDADispatcher
 
-    assert getattr(_Kernel.launch, "__smartarray_launch_hook__", False)
+    assert getattr(CUDADispatcher.call, "__smartarray_launch_hook__", False)
     x = sa.SmartArray(np.arange(N, dtype=np.float64))
     y = sa.SmartArray(np.ones(N))
     with sa.track_transfers() as t:
