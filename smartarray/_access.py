@@ -312,6 +312,7 @@ class _Callee:
     access: FunctionAccess | None = None
     nin: int = 0
     receiver: ir.Var | None = None
+    access_of: Any = None  # the dispatcher a 'function' callee calls
 
 
 @dataclass
@@ -469,7 +470,10 @@ class _Analysis:
                 return typed
         resolved = self._resolve(expr.func)
         if resolved is not None:
-            return _classify(*resolved)
+            callee = _classify(*resolved)
+            if callee.kind == "function" and self.containers != "none":
+                return _function_callee(callee.access_of, self.containers)
+            return callee
         defs = self.definitions.get(expr.func.name, [])
         if len(defs) == 1 and isinstance(defs[0], ir.Expr) and defs[0].op == "getattr":
             receiver = defs[0].value
@@ -654,25 +658,50 @@ def _typed_callee(typ: Any, calltypes: Any, expr: ir.Expr) -> _Callee | None:
     return _Callee("function", name, access=cached)
 
 
+_cpu_cache: dict[Any, FunctionAccess] = {}
+
+
 def _untyped_cpu(func: Any) -> FunctionAccess:
-    """Untyped analysis of a CPU function: any store may keep an array by reference."""
+    """Untyped analysis of a CPU function (cached): any store may keep an array by reference.
+
+    Used for ``@jit`` callees whose typed IR is not at hand (a recursive call, an overload
+    not compiled for the call's types).
+    """
     from numba.core.compiler import run_frontend
 
     py_func = python_function(func)
-    try:
-        func_ir = run_frontend(py_func)
-    except Exception as exc:
-        return _pessimistic(py_func, f"its Numba IR cannot be built ({type(exc).__name__})")
-    names = _param_names(py_func)
-    return _Analysis(func_ir.blocks, names, None, None, containers="any").run(
-        _name(py_func), _vararg_index(py_func)
-    )
+    if py_func is None:
+        return FunctionAccess(_name(func), ())
+    with _cache_lock:
+        cached = _cpu_cache.get(py_func)
+        if cached is not None:
+            return cached
+        stack: set[Any] = _in_progress.__dict__.setdefault("stack", set())
+        key = ("cpu", py_func)
+        if key in stack:
+            return _pessimistic(py_func, "recursive call")
+        stack.add(key)
+        try:
+            func_ir = run_frontend(py_func)
+            names = _param_names(py_func)
+            result = _Analysis(func_ir.blocks, names, None, None, containers="any").run(
+                _name(py_func), _vararg_index(py_func)
+            )
+        except Exception as exc:
+            result = _pessimistic(py_func, f"its Numba IR cannot be built ({type(exc).__name__})")
+        finally:
+            stack.discard(key)
+        _cpu_cache[py_func] = result
+        return result
 
 
-def _function_callee(obj: Any) -> _Callee:
+def _function_callee(obj: Any, containers: str = "none") -> _Callee:
+    """A call of a dispatcher: CUDA device functions analysed as kernels are, CPU functions
+    (reached from CPU code) as CPU code."""
     py_func = python_function(obj)
     name = getattr(py_func, "__qualname__", repr(obj))
-    return _Callee("function", f"{name}()", access=analyse(obj))
+    access = analyse(obj) if containers == "none" else _untyped_cpu(obj)
+    return _Callee("function", f"{name}()", access=access)
 
 
 def _classify(root: Any, path: tuple[str, ...]) -> _Callee:
@@ -717,5 +746,7 @@ def _classify(root: Any, path: tuple[str, ...]) -> _Callee:
     if module_name is not None and any(root is module for module in _PURE_MODULES):
         return _Callee("pure", f"{name}()")
     if python_function(obj) is not None and not inspect.isfunction(obj):
-        return _function_callee(obj)  # a @jit or @cuda.jit(device=True) dispatcher
+        callee = _function_callee(obj)  # a @jit or @cuda.jit(device=True) dispatcher
+        callee.access_of = obj
+        return callee
     return _Callee("unknown", f"{name}()")

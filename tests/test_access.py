@@ -385,3 +385,18 @@ def test_launch_hooks_are_installed_for_this_tier() -> None:
         hooked = CUDADispatcher.call
     assert getattr(hooked, "__smartarray_launch_hook__", False)
     assert not getattr(hooked.__wrapped__, "__smartarray_launch_hook__", False)
+
+
+@njit
+def nj_recursive(x, n):  # type: ignore[no-untyped-def]
+    if n > 0:
+        return nj_recursive(x, n - 1)
+    return x[0]
+
+
+def test_njit_recursion_terminates_and_is_pessimistic() -> None:
+    x = smartarray.SmartArray(np.arange(3.0))
+    assert nj_recursive(x, 3) == 0.0
+    access = _jit_intents.overload_access(nj_recursive, nj_recursive.signatures[0])
+    assert access is not None and access.may_write(0)
+    assert any("recursive" in reason for reason in access.params[0].reasons)
