@@ -22,10 +22,11 @@ every use except those that only store into it, take its shape, or derive a view
 Missing a write would serve stale data; missing a read-only parameter only costs a copy, so
 every doubt counts as a write (and as a read).
 
-Numba's own ``numba.core.ir_utils.find_potential_aliases`` was considered: it needs typed IR
-(the simulator has none for kernels), follows arrays only (not records, tuples of arrays or
-values returned by called functions) and answers which variables alias, not which parameters
-are written, so this module keeps its own, simpler fixpoint over the same IR classes.
+Numba's own ``numba.core.ir_utils.find_potential_aliases`` was considered: it needs a type
+map (kernels in the simulator have none), follows a fixed set of view-making operations (not
+tuple packing and unpacking, nor views returned by called functions) and answers which
+variables alias (for dead-code elimination), not which parameters are written; this module
+keeps its own fixpoint over the same IR classes.
 """
 
 from __future__ import annotations
