@@ -120,10 +120,12 @@ def gufunc_output_reads(ufunc: Any, nin: int, nout: int) -> tuple[bool, ...]:
     an output is read-write unless no kernel provably reads it. Cached on ``ufunc``.
     Objects that are not numba-cuda gufuncs (no ``kernelmap``) read all their outputs.
     """
-    cached = getattr(ufunc, "__dict__", {}).get(_OUTPUT_READS)
-    if cached is not None and len(cached) == nout:
-        return cached
     kernelmap = getattr(ufunc, "kernelmap", None)
+    # (keyed by the number of kernels too: a signature added later is analysed as well)
+    key = (nout, len(kernelmap) if isinstance(kernelmap, dict) else -1)
+    cached = getattr(ufunc, "__dict__", {}).get(_OUTPUT_READS)
+    if cached is not None and cached[0] == key:
+        return cached[1]
     if not isinstance(kernelmap, dict) or not kernelmap:
         reads = (True,) * nout
     else:
@@ -134,7 +136,7 @@ def gufunc_output_reads(ufunc: Any, nin: int, nout: int) -> tuple[bool, ...]:
             any(access.reads_at(nin + j) for access in accesses) for j in range(nout)
         )
     if hasattr(ufunc, "__dict__"):
-        ufunc.__dict__[_OUTPUT_READS] = reads
+        ufunc.__dict__[_OUTPUT_READS] = (key, reads)
     return reads
 
 
