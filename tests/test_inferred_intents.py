@@ -379,3 +379,19 @@ def test_explain_intents_of_kernels_and_gufuncs(multiply: Any, assign: Any) -> N
     assert sa.explain_intents(multiply, x, y).intents() == ("In", "InOut")
     assert sa.explain_intents(assign, x, y).intents() == ("In", "Out")
     assert sa.explain_intents(assign, x, sa.InOut(y)).intents() == ("In", "InOut")
+
+
+@numba.jit(forceobj=True, looplift=True)
+def _lifted_reader(u):  # type: ignore[no-untyped-def]
+    keep = object()  # object mode for the function; its loop is lifted and compiled
+    total = 0.0
+    for i in range(u.shape[0]):
+        total += u[i]
+    return total, keep
+
+
+def test_loops_lifted_out_of_object_mode_stay_pessimistic() -> None:
+    u = sa.SmartArray(np.arange(4.0))
+    u.to_gpu()
+    assert _lifted_reader(u)[0] == 6.0
+    assert u.location == "host"  # the lifted loop's parameters are not analysed
