@@ -9,13 +9,13 @@ Transfers (simulator and GPU)
     * a kernel chain (``steps`` launches of a 3-point smoothing stencil) over (a) numpy arrays
       with Numba's automatic transfers, (b) hand-managed device arrays, (c) SmartArrays;
     * the classic add progression with a ``@cuda.jit`` add kernel: host arrays; device
-      inputs; device inputs and output; SmartArrays.
-
-    SmartArray copies are read from smartarray's ledger; the copies Numba makes for plain
-    arrays are counted by :class:`CopyCounter`.
+      inputs; device inputs and output; SmartArrays;
     * an unannotated workflow (kernels, ``@njit`` reads, host reads) with SmartArrays bare,
       annotated by hand and all ``InOut``, and with numpy arrays, and the time the launch hook
       adds per SmartArray argument (:mod:`smartarray.bench_intents`).
+
+    SmartArray copies are read from smartarray's ledger; the copies Numba makes for plain
+    arrays are counted by :class:`CopyCounter`.
 Timings (real GPU only)
     The chain variants timed at two sizes, and the add progression with a
     ``@vectorize(target='cuda')`` ufunc (SmartArrays with ``out=``, and with the host-array
