@@ -213,7 +213,8 @@ def _vararg_index(func: Any) -> int | None:
 
 # --- entry points ---------------------------------------------------------------------------
 
-_cache: dict[Any, FunctionAccess] = {}
+# Weak keys: a cached function must not keep its globals (arrays included) alive.
+_cache: weakref.WeakKeyDictionary[Any, FunctionAccess] = weakref.WeakKeyDictionary()
 _cache_lock = threading.RLock()
 _in_progress = threading.local()
 
@@ -664,7 +665,7 @@ def _typed_callee(typ: Any, calltypes: Any, expr: ir.Expr) -> _Callee | None:
     return _Callee("function", name, access=cached)
 
 
-_cpu_cache: dict[Any, FunctionAccess] = {}
+_cpu_cache: weakref.WeakKeyDictionary[Any, FunctionAccess] = weakref.WeakKeyDictionary()
 
 
 def _untyped_cpu(func: Any) -> FunctionAccess:

@@ -43,3 +43,8 @@ print(report)
 #        line 12: an element store
 assert report.intents() == ("-", "In", "InOut")
 # --8<-- [end:explain]
+
+# (Numba keeps an @njit function's globals alive: release the device copies now, so that
+# snippets run after this one in the same process start with no device memory in use.)
+x.free_device()
+y.free_device()
