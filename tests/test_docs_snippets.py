@@ -7,6 +7,7 @@ is used by some page, and the state diagram in the docs is the one in smartarray
 
 from __future__ import annotations
 
+import gc
 import re
 import runpy
 import textwrap
@@ -37,6 +38,10 @@ def includes() -> list[tuple[str, Path, str | None]]:
 def test_snippet_runs(path: Path) -> None:
     if path.stem.startswith("dask"):  # the [dask] extra
         pytest.importorskip("distributed")
+    # Earlier tests' arrays that are garbage but not yet collected still hold device memory,
+    # which a snippet measuring device memory use (memory_budget.py) would count.
+    gc.collect()
+    print("device memory in use before the snippet:", smartarray.device_memory_usage())
     runpy.run_path(str(path), run_name="__snippet__")
 
 
