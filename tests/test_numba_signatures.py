@@ -223,10 +223,12 @@ def test_writing_signature_invalidates_the_device_copy() -> None:
     a = smartarray.zeros(16)
     with smartarray.track_transfers() as t:
         inc[1, 32](a)  # H2D
-        assert total(a) == 16.0  # D2H; the writable signature marks the device copy stale
-        assert a.location == "host"
-        inc[1, 32](a)  # H2D again
-    assert (t.h2d_count, t.d2h_count) == (2, 1)
+        # D2H; a writable signature, but total() provably never writes its argument
+        # (inferred intents, docs/intents.md): the device copy stays current
+        assert total(a) == 16.0
+        assert a.location == "both"
+        inc[1, 32](a)  # no upload
+    assert (t.h2d_count, t.d2h_count) == (1, 1)
 
 
 @pytest.mark.device
