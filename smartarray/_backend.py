@@ -28,6 +28,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+from numpy_typing_compat import StringDType
 
 from ._errors import DeviceUnavailableError, HostMemory
 
@@ -80,6 +81,12 @@ def check_device_dtype(dtype: np.dtype) -> None:
     from numba.np import numpy_support
 
     problem = None
+    if isinstance(dtype, StringDType):
+        raise TypeError(
+            f"dtype {dtype} cannot live on a CUDA device (variable-width strings are kept in "
+            "memory numpy manages on the host); convert it to a fixed-width dtype first, e.g. "
+            "with .astype('U16') or .astype('S16'), or keep the array on the host (where='host')"
+        )
     if dtype.hasobject:
         problem = "it holds Python objects"
     else:

@@ -227,6 +227,23 @@ def test_unsupported_dtype_is_a_clear_error() -> None:
     assert a.tolist() == ["a", "b"]
 
 
+def test_variable_width_strings_are_refused_with_the_fix() -> None:
+    from numpy.dtypes import StringDType
+
+    a = sa.SmartArray(np.array(["a", "bb"], dtype=StringDType()))
+    with sa.track_transfers() as t:
+        with pytest.raises(TypeError, match=r"variable-width strings.*astype\('U16'\)"):
+            a.get("gpu")
+        with pytest.raises(TypeError, match="variable-width strings"):
+            sa.SmartArray(np.array(["c"], dtype=StringDType()), where="gpu")
+    assert t.count == 0
+    assert a.location == "host"
+    assert a.tolist() == ["a", "bb"]
+    fixed = a.astype("U16")  # the suggested fix works
+    fixed.get("gpu")
+    assert fixed.location == "both"
+
+
 def test_old_api_idioms_keep_working() -> None:
     x = sa.SmartArray(np.arange(N, dtype=np.float64), where="gpu")
     inc[1, THREADS](x.get("gpu"))

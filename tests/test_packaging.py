@@ -8,7 +8,12 @@ import pytest
 from helpers import ROOT
 
 # The module each distribution provides, as smartarray imports it.
-MODULES = {"numpy": "numpy", "numba": "numba", "numba-cuda": "numba.cuda"}
+MODULES = {
+    "numpy": "numpy",
+    "numba": "numba",
+    "numba-cuda": "numba.cuda",
+    "numpy-typing-compat": "numpy_typing_compat",
+}
 
 
 def test_every_runtime_dependency_is_imported() -> None:
