@@ -1265,6 +1265,10 @@ _NUMBA_LAYOUT_CACHES = (
     "_numba_type_writeable",
     "_jit_rw",
     "_jit_ro",
+    "_jit_rw_native",
+    "_jit_ro_native",
+    "_jit_rw_mi",
+    "_jit_ro_mi",
 )
 
 for _name, _member in _numpy_protocols.ndarray_members(SmartArray).items():

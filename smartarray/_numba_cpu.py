@@ -22,6 +22,7 @@ SmartArray, or a cached function compiled for one, without importing smartarray 
 
 from __future__ import annotations
 
+import struct
 import sys
 import weakref
 from typing import Any
@@ -30,6 +31,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models
+from numba.core.runtime import _nrt_python, rtsys
 from numba.core.runtime.nrt import MemInfo
 from numba.core.typeconv import Conversion
 from numba.extending import (
@@ -79,6 +81,33 @@ def _jit_view(array: SmartArray, write: bool) -> np.ndarray:
     return view
 
 
+def _jit_native(array: SmartArray, view: np.ndarray, write: bool) -> None:
+    """Cache the native (Numba) array struct of the jit view ``view`` in ``array``'s dict.
+
+    Numba's own array unboxing makes a new NRT meminfo for every call (a ``malloc``, a
+    reference to the ndarray, and at the end of the call the GIL and a ``free``). The compiled
+    fast path instead copies this prebuilt struct, whose meminfo is one kept alive by the
+    SmartArray (key ``_jit_rw_mi``/``_jit_ro_mi``), and only increments its reference count:
+    the end of the call brings it back to one, and nothing is freed. The meminfo owns a
+    reference to ``view`` (its ``parent``, as for Numba's), so arrays returned by compiled
+    code box exactly as before. Both entries are layout caches, dropped with the jit view.
+    """
+    suffix = "_jit_rw" if write else "_jit_ro"
+    if suffix + "_native" in array.__dict__:
+        return
+    rtsys._init_guard()  # (compiled code calls this: the runtime is up)
+    data = view.__array_interface__["data"][0]
+    pointer = _nrt_python.meminfo_new(data, view)
+    meminfo = MemInfo(pointer)  # owns the one reference of the new meminfo
+    # Numba's array data model: meminfo, parent, nitems, itemsize, data, shape, strides.
+    native = struct.pack(
+        f"@PPqqP{2 * view.ndim}q",
+        pointer, id(view), view.size, view.itemsize, data, *view.shape, *view.strides,
+    )  # fmt: skip
+    array.__dict__[suffix + "_mi"] = meminfo
+    array.__dict__[suffix + "_native"] = native
+
+
 def _owner_of(host: Any) -> SmartArray | None:
     """The SmartArray whose jit host view is ``host`` (or None)."""
     base = getattr(host, "base", None)
@@ -115,7 +144,9 @@ def host_for_jit(obj: Any, write: bool = True) -> np.ndarray:
         alloc.ensure_host()
         if write:
             alloc.mark_changed("host")
-        return _jit_view(array, write)
+        view = _jit_view(array, write)
+        _jit_native(array, view, write)
+        return view
 
 
 def host_for_jit_readonly(obj: Any) -> np.ndarray:
@@ -163,10 +194,18 @@ _OBJECTS = (
     "host_for_jit_readonly",
     "smartarray_from_jit",
 )
-_ATTRS = ("array", "_alloc", "state", "_host_event", "_device_event", "_jit_rw", "_jit_ro")
+_ATTRS = (
+    "array",
+    "_alloc",
+    "state",
+    "_host_event",
+    "_device_event",
+    "_jit_rw_native",
+    "_jit_ro_native",
+)
 _LAYOUT = _OBJECTS + _ATTRS
 _CLS, _HOST, _BOTH, _HOST_FOR_JIT, _HOST_FOR_JIT_RO, _FROM_JIT = range(len(_OBJECTS))
-_ARRAY, _ALLOC, _STATE, _HOST_EVENT, _DEVICE_EVENT, _JIT_RW, _JIT_RO = range(
+_ARRAY, _ALLOC, _STATE, _HOST_EVENT, _DEVICE_EVENT, _JIT_RW, _JIT_RO = range(  # (natives)
     len(_OBJECTS), len(_LAYOUT)
 )
 
@@ -304,7 +343,8 @@ def _dict_get(c: Any, mapping: Any, key: Any) -> Any:
 def _fast_host_view(
     c: Any, typ: SmartArrayType, obj: Any, const: list[Any], out: Any, writes: bool
 ) -> None:
-    """Store in ``out`` the cached jit host view of ``obj`` if no state change is needed.
+    """Store in ``out`` the cached native struct of ``obj``'s jit view (:func:`_jit_native`,
+    a borrowed reference) if there is one and no state change is needed.
 
     That is when :func:`host_for_jit` would neither copy, wait nor change the state: the host
     copy is current with no pending copy into or out of it (``_host_event`` is None) and, for
@@ -336,10 +376,10 @@ def _fast_host_view(
     with builder.if_then(cgutils.is_not_null(builder, arr), likely=True):
         arr_dict = _instance_dict(c, arr)
         with builder.if_then(cgutils.is_not_null(builder, arr_dict), likely=True):
-            view = _dict_get(c, arr_dict, const[_JIT_RW] if writes else const[_JIT_RO])
+            native = _dict_get(c, arr_dict, const[_JIT_RW] if writes else const[_JIT_RO])
             alloc = _dict_get(c, arr_dict, const[_ALLOC])
             found = builder.and_(
-                cgutils.is_not_null(builder, view), cgutils.is_not_null(builder, alloc)
+                cgutils.is_not_null(builder, native), cgutils.is_not_null(builder, alloc)
             )
             with builder.if_then(found, likely=True):
                 alloc_dict = _instance_dict(c, alloc)
@@ -359,10 +399,37 @@ def _fast_host_view(
                         ok = builder.or_(ok, both)
                     ok = builder.and_(ok, builder.icmp_unsigned("==", host_event, none))
                     with builder.if_then(ok, likely=True):
-                        pyapi.incref(view)
-                        builder.store(view, out)
+                        builder.store(native, out)  # borrowed: copied before any Python runs
                     pyapi.decref(alloc_dict)
             pyapi.decref(arr_dict)
+
+
+def _load_native(c: Any, typ: SmartArrayType, native: Any, result: Any, error: Any) -> None:
+    """Unbox from the cached native struct ``native`` (bytes, see :func:`_jit_native`).
+
+    The struct is copied and its meminfo's reference count incremented (Numba's call wrapper
+    decrements it after the call). A struct of another size (never made) is an error, not a
+    guess.
+    """
+    builder, pyapi = c.builder, c.pyapi
+    struct_type = c.context.get_value_type(typ.plain_array)
+    size = c.context.get_abi_sizeof(struct_type)
+    fnty = ir.FunctionType(pyapi.py_ssize_t, [pyapi.pyobj])
+    size_fn = cgutils.get_or_insert_function(builder.module, fnty, "PyBytes_Size")
+    fnty = ir.FunctionType(pyapi.cstring, [pyapi.pyobj])
+    data_fn = cgutils.get_or_insert_function(builder.module, fnty, "PyBytes_AsString")
+    same = builder.icmp_unsigned(
+        "==", builder.call(size_fn, [native]), ir.Constant(pyapi.py_ssize_t, size)
+    )
+    with builder.if_else(same, likely=True) as (fits, other):
+        with fits:
+            pointer = builder.bitcast(builder.call(data_fn, [native]), struct_type.as_pointer())
+            value = builder.load(pointer)
+            c.context.nrt.incref(builder, typ.plain_array, value)
+            builder.store(value, result)
+            builder.store(cgutils.false_bit, error)
+        with other:
+            pyapi.err_set_string("PyExc_TypeError", "smartarray: cached jit view of another layout")
 
 
 @unbox(SmartArrayType)
@@ -371,7 +438,7 @@ def _unbox_smartarray(typ: SmartArrayType, obj: Any, c: Any) -> NativeValue:
     nativeary = c.context.make_array(typ)(c.context, c.builder)
     result = cgutils.alloca_once_value(builder, nativeary._getvalue())
     error = cgutils.alloca_once_value(builder, cgutils.true_bit)
-    host = cgutils.alloca_once_value(builder, pyapi.get_null_object())
+    native = cgutils.alloca_once_value(builder, pyapi.get_null_object())
     const, failed = _constants(c)
     # A writable argument the function provably never writes is unboxed like a read-only
     # one: its device copy stays valid (decided once, per compiled overload). An explicit
@@ -382,22 +449,25 @@ def _unbox_smartarray(typ: SmartArrayType, obj: Any, c: Any) -> NativeValue:
         bare = builder.icmp_unsigned("==", pyapi.get_type(obj), const[_CLS])
         if inferred:
             with builder.if_then(bare, likely=True):
-                _fast_host_view(c, typ, obj, const, host, False)
+                _fast_host_view(c, typ, obj, const, native, False)
         else:
-            _fast_host_view(c, typ, obj, const, host, writes)
-        with builder.if_then(cgutils.is_null(builder, builder.load(host)), likely=False):
-            if inferred:
-                helper = builder.select(bare, const[_HOST_FOR_JIT_RO], const[_HOST_FOR_JIT])
-            else:
-                helper = const[_HOST_FOR_JIT] if writes else const[_HOST_FOR_JIT_RO]
-            builder.store(pyapi.call_function_objargs(helper, [obj]), host)
-        view = builder.load(host)
-        with builder.if_then(cgutils.is_not_null(builder, view), likely=True):
-            native = c.unbox(typ.plain_array, view)
-            # The meminfo made by the array unboxing holds a reference to the host view.
-            pyapi.decref(view)
-            builder.store(native.value, result)
-            builder.store(native.is_error, error)
+            _fast_host_view(c, typ, obj, const, native, writes)
+        cached = builder.load(native)
+        with builder.if_else(cgutils.is_not_null(builder, cached), likely=True) as (fast, slow):
+            with fast:
+                _load_native(c, typ, cached, result, error)
+            with slow:
+                if inferred:
+                    helper = builder.select(bare, const[_HOST_FOR_JIT_RO], const[_HOST_FOR_JIT])
+                else:
+                    helper = const[_HOST_FOR_JIT] if writes else const[_HOST_FOR_JIT_RO]
+                view = pyapi.call_function_objargs(helper, [obj])
+                with builder.if_then(cgutils.is_not_null(builder, view), likely=True):
+                    unboxed = c.unbox(typ.plain_array, view)
+                    # The meminfo made by the array unboxing holds a reference to the view.
+                    pyapi.decref(view)
+                    builder.store(unboxed.value, result)
+                    builder.store(unboxed.is_error, error)
     return NativeValue(builder.load(result), is_error=builder.load(error))
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 #: Bump whenever the boxing/unboxing protocol of SmartArrayType changes (including the table
 #: of Python objects compiled code fetches, ``smartarray._numba_cpu._LAYOUT``).
-BOXING_VERSION = 2
+BOXING_VERSION = 3
 
 
 class SmartArrayType(types.Array):
