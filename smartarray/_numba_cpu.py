@@ -31,7 +31,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.datamodel import models
-from numba.core.runtime import _nrt_python, rtsys
+from numba.core.runtime import _nrt_python, rtsys  # type: ignore[attr-defined]
 from numba.core.runtime.nrt import MemInfo
 from numba.core.typeconv import Conversion
 from numba.extending import (
