@@ -8,6 +8,8 @@
   cached host ndarray (the argument's *jit view*). Compiled code first checks, reading
   instance dicts only, whether that would change anything (host copy current, device copy
   already stale or the argument read-only); only then does it call :func:`host_for_jit`.
+  Otherwise it copies the view's cached native struct (:func:`_jit_native`), whose meminfo
+  is kept by the SmartArray: no NRT allocation per call.
 * Boxing: a returned array derived from an argument's jit view comes back as that argument
   (same object) or as a SmartArray view sharing its coherence state; any other array comes
   back as a new SmartArray. Arrays that Numba types as plain arrays (results of some
@@ -101,7 +103,7 @@ def _jit_native(array: SmartArray, view: np.ndarray, write: bool) -> None:
     meminfo = MemInfo(pointer)  # owns the one reference of the new meminfo
     # Numba's array data model: meminfo, parent, nitems, itemsize, data, shape, strides.
     native = struct.pack(
-        f"@PPqqP{2 * view.ndim}q",
+        f"@PPnnP{2 * view.ndim}n",
         pointer, id(view), view.size, view.itemsize, data, *view.shape, *view.strides,
     )  # fmt: skip
     array.__dict__[suffix + "_mi"] = meminfo
