@@ -476,10 +476,22 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
         Raises
         ------
+        ValueError
+            If this array is read-only (an adopted read-only ndarray, a read-only view such
+            as ``np.broadcast_to(a, shape)`` or ``a.diagonal()``): nothing can have been
+            written through it, and a read-only host buffer could never receive the device
+            copy back. Call ``mark_changed`` on the writable array you wrote through.
         RuntimeError
             If the ``where`` copy was itself stale (nothing valid was written over).
         """
-        self._alloc.mark_changed(normalize_where(where))
+        side = normalize_where(where)
+        if not self._writeable:
+            raise ValueError(
+                f"{self._alloc.label}: mark_changed({side!r}) on a read-only SmartArray; "
+                "nothing can be written through it. Call mark_changed on the writable "
+                "SmartArray you wrote through (flags unchanged)"
+            )
+        self._alloc.mark_changed(side)
 
     def is_valid(self, where: str) -> bool:
         """True when the ``where`` copy (``'host'`` or ``'gpu'``) is current."""
