@@ -456,3 +456,37 @@ def test_a_launch_failing_while_its_arguments_are_prepared_restores_their_flags(
     assert counts(t) == (0, 0, 0)
     assert a.location == "both" and b.location == "host"  # as before the launch
     assert not _memory._BUDGET.launches  # nothing stays pinned
+
+
+@pytest.fixture
+def evict_when_unpinned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread's eviction, run the moment a launch's pins are released: the first
+    moment another thread can evict the launch's arguments (it needs no lock of ours)."""
+    release = _memory.LaunchPins.__call__
+
+    def release_then_evict(self: _memory.LaunchPins) -> None:
+        release(self)
+        _memory._evict_down_to(0, keep=())
+
+    monkeypatch.setattr(_memory.LaunchPins, "__call__", release_then_evict)
+
+
+@pytest.mark.usefixtures("evict_when_unpinned")
+@pytest.mark.parametrize("how", ["kernel-Out", "cuda-ufunc-out"])
+def test_a_written_output_is_not_evicted_between_its_launch_and_its_flags(how: str) -> None:
+    # An output overwritten whole from the HOST state is written on the device without an
+    # upload; until the launch marks it DEVICE its device copy looks stale (clean to drop).
+    # Once unpinned it must already be marked written, or an eviction then drops the only
+    # copy of the kernel's results (and the array is left DEVICE with no device buffer).
+    x = sa.SmartArray(np.arange(N, dtype=np.float64), label="x")
+    out = sa.SmartArray(np.full(N, -1.0), label="out")
+    with sa.track_transfers() as t:
+        if how == "kernel-Out":
+            copy_kernel[1, N](sa.Out(out), sa.In(x))
+        else:
+            with numba_ufunc_support():
+                sa.cuda_ufunc(numba_add_ufunc())(x, x, out=out)
+    expected = np.arange(N) * (1 if how == "kernel-Out" else 2)
+    assert out.location == "host"  # spilled by the eviction, not dropped
+    np.testing.assert_array_equal(np.asarray(out), expected)
+    assert counts(t) == (1, 1, 1)  # x uploaded (then dropped: clean); out spilled
