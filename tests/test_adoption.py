@@ -140,6 +140,30 @@ def test_read_only_ndarray_adopted_read_only_without_lock() -> None:
     assert not a.flags.writeable  # never ours to change
 
 
+@pytest.mark.parametrize("order", ["read-only-first", "writable-first"])
+def test_read_only_and_writable_adoptions_of_one_memory_exclude_each_other(order: str) -> None:
+    # A read-only SmartArray over memory that a writable one adopted too would keep a device
+    # copy marked current while the writable one changes the bytes under it: whichever came
+    # first, the second adoption is refused (two read-only ones are fine: nothing writes).
+    base = np.arange(6.0)
+    read_only = base[2:].view()
+    read_only.flags.writeable = False
+    if order == "read-only-first":
+        first = SmartArray(read_only, copy=False, label="ro")
+        with pytest.raises(ValueError, match="already adopted by ro"):
+            SmartArray(base, copy=False)
+        assert base.flags.writeable  # refused before anything was locked
+        SmartArray(read_only, copy=False)  # another read-only one: allowed
+    else:
+        first = SmartArray(base, copy=False, label="rw")
+        with pytest.raises(ValueError, match="already adopted by rw"):
+            SmartArray(read_only, copy=False)
+    del first
+    gc.collect()
+    second = SmartArray(base, copy=False)  # the first is gone: nothing to conflict with
+    assert second.flags.writeable
+
+
 def test_results_of_operations_are_not_locked_or_registered() -> None:
     s = sa.asarray(np.arange(4.0))
     result = s + 1  # numpy's fresh result, adopted internally
