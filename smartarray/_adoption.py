@@ -4,7 +4,8 @@ A SmartArray cannot see writes made through a foreign ndarray: after such a writ
 copy (if current) silently holds old data. ``smartarray.asarray`` and ``SmartArray(obj)``
 therefore copy foreign data; only ``SmartArray(a, copy=False)`` shares it, and then:
 
-* the adopted ndarray, and every ndarray it is a view of, is made **read-only** while the
+* the adopted ndarray, and every ndarray it is a view of (also for a read-only ndarray over
+  writable memory, whose SmartArray is read-only), is made **read-only** while the
   SmartArray (any view of it) lives, so a write through them raises numpy's
   ``ValueError: assignment destination is read-only`` instead of being lost; their
   writeability comes back when the last SmartArray using the memory is gone;
@@ -80,8 +81,9 @@ def adopt(source: Any, host: np.ndarray, owner: object, label: str) -> None:
         token = next(_tokens)
         _adopted[token] = (lo, hi, label, writeable)
         locked = []
-        # (nothing to lock for a read-only SmartArray: it cannot write)
-        for array in _lockable_chain(source) if writeable else ():
+        # For a read-only SmartArray only the writable ndarrays its memory is a view of are
+        # locked (the source itself is read-only already, and stays the caller's).
+        for array in _lockable_chain(source):
             entry = _locked.setdefault(id(array), [array, 0])
             entry[1] += 1
             array.flags.writeable = False
