@@ -138,9 +138,10 @@ class Allocation:
         """A new allocation whose device copy is the current one.
 
         The device buffer is allocated within the device memory budget, and ``write(device)``
-        (if given) fills it while the allocation's lock is held, so that no other thread can
-        evict the new copy before it holds its data. The host buffer is allocated when the
-        host first needs it.
+        (if given) fills it on ``stream`` while the allocation's lock is held, and is recorded
+        as device work on ``stream`` before the lock is released: no other thread can evict
+        the new copy before it holds its data, nor spill it before the write is done. The
+        host buffer is allocated when the host first needs it.
         """
         if host_memory == "mapped":
             raise ValueError("mapped memory has no separate device buffer")
@@ -153,6 +154,7 @@ class Allocation:
             alloc.state = State.DEVICE
             if write is not None:
                 write(device)
+                alloc.device_written(stream)
         return alloc
 
     # --- queries -------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from numba import cuda
 
 import smartarray as sa
 from smartarray import _backend, _memory
+from smartarray._coherence import Allocation
 
 pytestmark = pytest.mark.device
 
@@ -490,3 +491,49 @@ def test_a_written_output_is_not_evicted_between_its_launch_and_its_flags(how: s
     assert out.location == "host"  # spilled by the eviction, not dropped
     np.testing.assert_array_equal(np.asarray(out), expected)
     assert counts(t) == (1, 1, 1)  # x uploaded (then dropped: clean); out spilled
+
+
+def test_a_device_copy_on_a_stream_is_recorded_before_it_can_be_evicted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # SmartArray(device_array) copies on the device on ``stream``. Until that copy's event is
+    # recorded, a spill (on the default stream) would not wait for it and would download
+    # half-copied data; the event must be recorded before the new copy's lock is released,
+    # when another thread's eviction could spill it. (Stand-in events: the simulator's copies
+    # are synchronous and record none.)
+    log: list[str] = []
+
+    class CopyEvent:
+        def query(self) -> bool:
+            return "copy done" in log
+
+        def synchronize(self) -> None:
+            log.append("copy done")
+
+        def wait(self, stream: object) -> None:
+            log.append("copy done")
+
+    def record(stream: object, always: bool = False) -> object:
+        return None if _backend.is_default_stream(stream) else CopyEvent()
+
+    real_copy_d2h = _backend.copy_d2h
+
+    def copy_d2h(device: object, host: np.ndarray, stream: object) -> None:
+        log.append("download")
+        real_copy_d2h(device, host, stream)
+
+    written = Allocation.device_written
+
+    def evict_first(self: Allocation, stream: object = None) -> None:
+        _memory._evict_down_to(0, keep=())  # another thread, once the lock is free
+        written(self, stream)
+
+    monkeypatch.setattr(_backend, "record_event", record)
+    monkeypatch.setattr(_backend, "copy_d2h", copy_d2h)
+    monkeypatch.setattr(Allocation, "device_written", evict_first)
+    source = cuda.to_device(np.arange(N, dtype=np.float64))
+    a = sa.SmartArray(source, stream=cuda.stream())
+    _memory._evict_down_to(0, keep=())
+    assert log[:2] == ["copy done", "download"]
+    assert a.location == "host"
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N))
