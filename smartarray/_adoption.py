@@ -4,12 +4,15 @@ A SmartArray cannot see writes made through a foreign ndarray: after such a writ
 copy (if current) silently holds old data. ``smartarray.asarray`` and ``SmartArray(obj)``
 therefore copy foreign data; only ``SmartArray(a, copy=False)`` shares it, and then:
 
-* the adopted ndarray, and every ndarray it is a view of, is made **read-only** while the
+* the adopted ndarray, and every ndarray it is a view of (also for a read-only ndarray over
+  writable memory, whose SmartArray is read-only), is made **read-only** while the
   SmartArray (any view of it) lives, so a write through them raises numpy's
   ``ValueError: assignment destination is read-only`` instead of being lost; their
   writeability comes back when the last SmartArray using the memory is gone;
-* memory already adopted by a live writable SmartArray cannot be adopted again (two
-  coherence states over one buffer would each miss the other's writes).
+* memory already adopted by a live writable SmartArray cannot be adopted again, and memory a
+  live read-only SmartArray adopted cannot be adopted by a writable one (two coherence states
+  over one buffer would each miss the other's writes: a device copy marked current would
+  keep old bytes); read-only adoptions of the same memory may coexist.
 
 Arrays numpy or Numba just returned (results SmartArray wraps) are fresh and nobody else
 holds them: they are adopted without any of this (``SmartArray._adopt``).
@@ -24,8 +27,9 @@ from typing import Any
 import numpy as np
 
 _lock = threading.Lock()
-# Live explicit adoptions: token -> (first byte, end byte, label) of adopted host memory.
-_adopted: dict[int, tuple[int, int, str]] = {}
+# Live explicit adoptions: token -> (first byte, end byte, label, writeable) of adopted host
+# memory.
+_adopted: dict[int, tuple[int, int, str, bool]] = {}
 # ndarrays made read-only by adoptions: id -> [the ndarray, number of adoptions locking it].
 _locked: dict[int, list[Any]] = {}
 _tokens = iter(range(1, 1 << 62))
@@ -60,24 +64,25 @@ def adopt(source: Any, host: np.ndarray, owner: object, label: str) -> None:
     Raises
     ------
     ValueError
-        If the memory overlaps memory a live, writable SmartArray adopted; nothing changes.
+        If the memory overlaps memory a live SmartArray adopted, unless both are read-only;
+        nothing changes.
     """
     lo, hi = _bounds(host)
     writeable = bool(host.flags.writeable)
     with _lock:
         if hi > lo:
-            for other_lo, other_hi, other_label in _adopted.values():
-                if lo < other_hi and other_lo < hi:
+            for other_lo, other_hi, other_label, other_writeable in _adopted.values():
+                if lo < other_hi and other_lo < hi and (writeable or other_writeable):
                     raise ValueError(
                         f"this memory is already adopted by {other_label} (SmartArray(..., "
                         f"copy=False)); two SmartArrays over one buffer would each miss the "
                         f"other's writes: use that SmartArray (or a view of it), or copy"
                     )
-        if not writeable:
-            return  # nothing to lock: the SmartArray itself is read-only
         token = next(_tokens)
-        _adopted[token] = (lo, hi, label)
+        _adopted[token] = (lo, hi, label, writeable)
         locked = []
+        # For a read-only SmartArray only the writable ndarrays its memory is a view of are
+        # locked (the source itself is read-only already, and stays the caller's).
         for array in _lockable_chain(source):
             entry = _locked.setdefault(id(array), [array, 0])
             entry[1] += 1

@@ -272,9 +272,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 host_memory=_backend.default_host_memory(),
                 label=label,
             )
-        # The copy (or, adopted, whoever made the data) may still be running: later device
-        # work waits for it (for a copy on ``stream``, for the default stream otherwise).
-        alloc.device_written(stream if copy else None)
+        if not copy:  # (a copy on ``stream`` was recorded by on_device, under the lock)
+            # Whoever made the data may still be running: later device work waits for the
+            # default stream.
+            alloc.device_written(None)
         self._init_view(alloc, 0, alloc.shape, strides[0], alloc.dtype)
 
     def _init_from_host(
@@ -476,10 +477,22 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
         Raises
         ------
+        ValueError
+            If this array is read-only (an adopted read-only ndarray, a read-only view such
+            as ``np.broadcast_to(a, shape)`` or ``a.diagonal()``): nothing can have been
+            written through it, and a read-only host buffer could never receive the device
+            copy back. Call ``mark_changed`` on the writable array you wrote through.
         RuntimeError
             If the ``where`` copy was itself stale (nothing valid was written over).
         """
-        self._alloc.mark_changed(normalize_where(where))
+        side = normalize_where(where)
+        if not self._writeable:
+            raise ValueError(
+                f"{self._alloc.label}: mark_changed({side!r}) on a read-only SmartArray; "
+                "nothing can be written through it. Call mark_changed on the writable "
+                "SmartArray you wrote through (flags unchanged)"
+            )
+        self._alloc.mark_changed(side)
 
     def is_valid(self, where: str) -> bool:
         """True when the ``where`` copy (``'host'`` or ``'gpu'``) is current."""
@@ -1032,9 +1045,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                     else _backend.default_host_memory(),
                     write=write,
                 )
-                # Device work on the default stream: later work on other streams waits for it.
+                # Device work on the default stream (recorded for ``new`` by on_device): later
+                # work on other streams waits for it.
                 alloc.device_read(None)
-                new.device_written(None)
                 return SmartArray._view(new, 0, self._shape, strides[0], self._dtype, True, None)
             host = np.array(self._host_view(write=False), order=order, copy=True)  # type: ignore[call-overload]
         return SmartArray._adopt(host)

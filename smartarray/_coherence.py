@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _backend, _memory, _transfer
+from . import _backend, _memory, _pinned_pool, _transfer
 from ._errors import HostMemory, Where
 
 _labels = itertools.count(1)
@@ -138,9 +138,10 @@ class Allocation:
         """A new allocation whose device copy is the current one.
 
         The device buffer is allocated within the device memory budget, and ``write(device)``
-        (if given) fills it while the allocation's lock is held, so that no other thread can
-        evict the new copy before it holds its data. The host buffer is allocated when the
-        host first needs it.
+        (if given) fills it on ``stream`` while the allocation's lock is held, and is recorded
+        as device work on ``stream`` before the lock is released: no other thread can evict
+        the new copy before it holds its data, nor spill it before the write is done. The
+        host buffer is allocated when the host first needs it.
         """
         if host_memory == "mapped":
             raise ValueError("mapped memory has no separate device buffer")
@@ -153,6 +154,7 @@ class Allocation:
             alloc.state = State.DEVICE
             if write is not None:
                 write(device)
+                alloc.device_written(stream)
         return alloc
 
     # --- queries -------------------------------------------------------------------------
@@ -193,8 +195,10 @@ class Allocation:
                 assert self.host is not None
                 _transfer.host_to_device(self.host, device, label=self.label, stream=stream)
                 self.state = State.BOTH
-                # The upload may still be reading the host buffer: host writes wait for it.
+                # The upload may still be reading the host buffer: host writes wait for it
+                # (and a pooled buffer is not reused before it is done, if this array dies).
                 self._host_event = self._note_device_work(stream)
+                _pinned_pool.fence(self.host, self._host_event)
             return device
 
     def wait_host(self) -> None:
@@ -374,6 +378,7 @@ class Allocation:
         _transfer.device_to_host(self.device, host, label=self.label, stream=stream, spill=spill)
         self.state = State.BOTH
         self._host_event = self._note_device_work(stream)
+        _pinned_pool.fence(host, self._host_event)
 
     def _drop_device(self) -> None:
         """Let go of the (stale or duplicate) device copy; the host copy is current."""

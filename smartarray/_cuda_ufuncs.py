@@ -216,12 +216,16 @@ class SmartUFunc:
                 result = self.ufunc(*device_inputs, out=target, stream=stream, **kwargs)
             else:
                 result = self.ufunc(*device_inputs, stream=stream, **kwargs)
-        finally:
+        except BaseException:
             launch()
+            raise
         for array in written:
             array._alloc.device_written(stream)
         for array in read:
             array._alloc.device_read(stream)
+        # Unpinned only now: an output overwritten whole from the host state looks clean (its
+        # device copy stale) until device_written, and could be dropped with its results.
+        launch()
         if outputs:
             return outputs[0] if len(outputs) == 1 else outputs
         if not read or any(_is_device_array(a) for a in inputs):

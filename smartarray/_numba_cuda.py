@@ -62,6 +62,11 @@ def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> 
             alloc.device_written(stream)
 
     retr.append(after_launch)
+    # numba-cuda calls ``retr``'s items in order after the launch: the pins go last, once
+    # every argument's flags are set (an output overwritten whole from the host state looks
+    # clean until then, and another thread's eviction could drop it with its results).
+    retr.remove(pins)
+    retr.append(pins)
     if _backend.is_simulator():
         if intent == "in":
             from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray

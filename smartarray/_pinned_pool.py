@@ -9,6 +9,12 @@ again:
 - a request of ``n`` bytes is served by a buffer of ``size_class(n)`` bytes (at most 25% more);
 - a buffer goes back to the pool only when the last ndarray over it is gone (every view and
   every array derived from it keeps its owner alive), so a live buffer is never shared;
+- an asynchronous copy into or out of a buffer (on a non-blocking stream) is *fenced*
+  (:func:`fence`): its event travels with the buffer, and the buffer is handed out again, or
+  released, only once that copy is done. Otherwise an array that dies while its copy is in
+  flight (``a.to_host(stream)``, or a temporary kernel argument uploaded on a stream) would give
+  its buffer to a new array, which the late copy would then overwrite, or whose new contents
+  the late upload would send to the device instead of the old ones;
 - idle buffers are kept up to a cap (:func:`set_pinned_pool_limit`, default 256 MiB); beyond
   it a returned buffer is released; :func:`release_pinned_pool` releases all idle buffers.
 
@@ -43,12 +49,17 @@ def size_class(nbytes: int) -> int:
 
 
 class _Owner:
-    """The owner of one pooled buffer's memory, at the root of every ndarray over it."""
+    """The owner of one pooled buffer's memory, at the root of every ndarray over it.
 
-    __slots__ = ("__array_interface__", "__weakref__", "raw")
+    ``fence`` is a one-item list holding the event of the last asynchronous copy that uses
+    the buffer (or None); shared with the finalizer that gives the buffer back.
+    """
+
+    __slots__ = ("__array_interface__", "__weakref__", "fence", "raw")
 
     def __init__(self, raw: np.ndarray) -> None:
         self.raw = raw
+        self.fence: list[Any] = [None]
         self.__array_interface__ = {
             "data": (raw.ctypes.data, False),
             "shape": (raw.nbytes,),
@@ -73,7 +84,8 @@ class PinnedPool:
         # Re-entrant: a buffer may come back (an array collected by the garbage collector)
         # while this thread is inside the pool.
         self._lock = threading.RLock()
-        self._idle: dict[int, list[np.ndarray]] = {}
+        # size class -> idle buffers, each with the event of its last asynchronous copy
+        self._idle: dict[int, list[tuple[np.ndarray, Any]]] = {}
         self.limit = limit
         self.idle_bytes = 0
         self.hits = 0
@@ -84,35 +96,43 @@ class PinnedPool:
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         size = size_class(nbytes)
         raw = None
+        event = None
         with self._lock:
             idle = self._idle.get(size)
             if idle:
-                raw = idle.pop()
+                raw, event = idle.pop()
                 self.idle_bytes -= size
                 self.hits += 1
             else:
                 self.misses += 1
         if raw is None:
             raw = self._allocate(size)
+        else:
+            _wait(event)  # a copy its last array started may still use it
         owner = _Owner(raw)
-        finalizer = weakref.finalize(owner, self._give_back, raw)
+        finalizer = weakref.finalize(owner, self._give_back, raw, owner.fence)
         finalizer.atexit = False  # nothing to give back when the process ends
         flat = np.asarray(owner)
         return np.ndarray(shape, dtype=dtype, buffer=flat, order=order)  # type: ignore[arg-type]
 
-    def _give_back(self, raw: np.ndarray) -> None:
+    def _give_back(self, raw: np.ndarray, fence: list[Any]) -> None:
         # Runs when the last array over ``raw`` is gone.
         with self._lock:
             if self.idle_bytes + raw.nbytes <= self.limit:
-                self._idle.setdefault(raw.nbytes, []).append(raw)
+                self._idle.setdefault(raw.nbytes, []).append((raw, fence[0]))
                 self.idle_bytes += raw.nbytes
+                return
+        _wait(fence[0])  # released: the driver must not free memory a copy still uses
 
     def release(self) -> int:
         """Release every idle buffer; return the bytes released."""
         with self._lock:
             released = self.idle_bytes
-            self._idle.clear()
+            idle, self._idle = self._idle, {}
             self.idle_bytes = 0
+        for buffers in idle.values():
+            for _, event in buffers:
+                _wait(event)
         return released
 
     def set_limit(self, nbytes: int) -> None:
@@ -122,11 +142,33 @@ class PinnedPool:
             for size in sorted(self._idle, reverse=True):  # the largest go first
                 buffers = self._idle[size]
                 while buffers and self.idle_bytes > nbytes:
-                    buffers.pop()
+                    _wait(buffers.pop()[1])
                     self.idle_bytes -= size
             for size, buffers in list(self._idle.items()):
                 if not buffers:
                     del self._idle[size]
+
+
+def fence(host: np.ndarray, event: Any) -> None:
+    """Record that asynchronous work before ``event`` copies into or out of ``host``.
+
+    ``host`` is an array over a pooled buffer (anything else is ignored): the buffer is not
+    handed out again, nor released, before ``event`` has completed.
+    """
+    if event is None:
+        return
+    base: Any = host
+    while base is not None and not isinstance(base, _Owner):
+        base = getattr(base, "base", None)
+    if base is not None:
+        base.fence[0] = event
+
+
+def _wait(event: Any) -> None:
+    if event is not None:
+        from . import _backend
+
+        _backend.wait_event(event)
 
 
 def _allocate_pinned(nbytes: int) -> np.ndarray:

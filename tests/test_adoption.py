@@ -140,6 +140,48 @@ def test_read_only_ndarray_adopted_read_only_without_lock() -> None:
     assert not a.flags.writeable  # never ours to change
 
 
+def test_a_read_only_view_adopted_locks_the_writable_ndarrays_it_views() -> None:
+    # The SmartArray is read-only, but writes through the view's writable base would change
+    # its bytes behind its coherence state (a current device copy would keep old values).
+    base = np.arange(4.0)
+    view = base[:]
+    view.flags.writeable = False
+    s = SmartArray(view, copy=False)
+    assert not s.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        base[0] = 9.0
+    del s
+    gc.collect()
+    base[0] = 9.0  # writable again once the SmartArray is gone
+    assert not view.flags.writeable  # the caller's own flag, never ours to change
+
+
+@pytest.mark.parametrize("order", ["read-only-first", "writable-first"])
+def test_read_only_and_writable_adoptions_of_one_memory_exclude_each_other(order: str) -> None:
+    # A read-only SmartArray over memory that a writable one adopted too would keep a device
+    # copy marked current while the writable one changes the bytes under it: whichever came
+    # first, the second adoption is refused (two read-only ones are fine: nothing writes).
+    base = np.arange(6.0)
+    earlier = base[:]  # a view made before the adoption: adoption cannot lock it
+    read_only = base[2:].view()
+    read_only.flags.writeable = False
+    if order == "read-only-first":
+        first = SmartArray(read_only, copy=False, label="ro")
+        with pytest.raises(ValueError, match="already adopted by ro"):
+            SmartArray(earlier, copy=False)
+        assert earlier.flags.writeable  # refused before anything was locked
+        assert not SmartArray(base, copy=False).flags.writeable  # locked by ro: read-only
+        SmartArray(read_only, copy=False)  # another read-only one: allowed
+    else:
+        first = SmartArray(base, copy=False, label="rw")
+        with pytest.raises(ValueError, match="already adopted by rw"):
+            SmartArray(read_only, copy=False)
+    del first
+    gc.collect()
+    second = SmartArray(base, copy=False)  # the first is gone: nothing to conflict with
+    assert second.flags.writeable
+
+
 def test_results_of_operations_are_not_locked_or_registered() -> None:
     s = sa.asarray(np.arange(4.0))
     result = s + 1  # numpy's fresh result, adopted internally

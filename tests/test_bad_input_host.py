@@ -535,6 +535,23 @@ def test_mark_changed_on_a_stale_copy_is_refused(state: str) -> None:
         assert a.location == "host"
 
 
+@pytest.mark.parametrize("side", ["host", "gpu", "device"])
+def test_mark_changed_on_a_read_only_array_is_refused(state: str, side: str) -> None:
+    # Nothing can have been written through a read-only array: declaring a write would make
+    # a copy current that may be read-only itself (an adopted read-only ndarray: every later
+    # download into it failed, and the array could never be read again).
+    a = make(state)
+    for view in (np.broadcast_to(a, (2, *DATA.shape)), a.diagonal()):
+        with refused(a, ValueError, "read-only SmartArray"):
+            view.mark_changed(side)
+    data = DATA.copy()
+    data.flags.writeable = False
+    adopted = SmartArray(data, copy=False, where="host" if state == "host" else "gpu")
+    with refused(adopted, ValueError, r"mark_changed\('(host|gpu)'\) on a read-only"):
+        adopted.mark_changed(side)
+    np.testing.assert_array_equal(adopted[1:], DATA[1:])  # still readable
+
+
 # --- no device (tier 1) ---------------------------------------------------------------------
 
 DEVICE_REQUESTS: list[tuple[str, Callable[[SmartArray], Any]]] = [

@@ -62,8 +62,10 @@ def in_state(array: sa.SmartArray, state: str) -> sa.SmartArray:
     """Put ``array``'s allocation in ``state`` ('host', 'gpu' or 'both')."""
     if state != "host":
         array.to_gpu()
-        if state == "gpu":
-            array.mark_changed("gpu")
+        if state == "gpu":  # (declared through the writable array a read-only view is of)
+            writer = array if array.flags.writeable else array.base
+            assert writer is not None and writer.flags.writeable
+            writer.mark_changed("gpu")
     assert array.location == state
     return array
 

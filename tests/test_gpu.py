@@ -367,6 +367,22 @@ def test_pinned_pool_buffers_are_reused_and_page_locked() -> None:
     assert sa.release_pinned_pool() >= 8 << 20
 
 
+def test_a_pinned_buffer_is_reused_only_after_its_async_download() -> None:
+    # A download in flight into an array that dies must not land in the next array that gets
+    # the pooled buffer (64 MiB: the copy outlasts the new array's fill without the fence).
+    sa.release_pinned_pool()
+    n = 1 << 23
+    stream = cuda.stream()
+    a = sa.full(n, 1.0, where="gpu")
+    a.to_host(stream)
+    address = a._alloc.host.ctypes.data
+    del a
+    b = sa.zeros(n)
+    assert b._alloc.host.ctypes.data == address
+    stream.synchronize()
+    assert not np.asarray(b).any()
+
+
 _RMM_SCRIPT = """
 import numpy as np, rmm
 rmm.reinitialize(pool_allocator=True, initial_pool_size=2**24, maximum_pool_size=2**24)

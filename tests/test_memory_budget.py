@@ -17,6 +17,7 @@ from numba import cuda
 
 import smartarray as sa
 from smartarray import _backend, _memory
+from smartarray._coherence import Allocation
 
 pytestmark = pytest.mark.device
 
@@ -456,3 +457,83 @@ def test_a_launch_failing_while_its_arguments_are_prepared_restores_their_flags(
     assert counts(t) == (0, 0, 0)
     assert a.location == "both" and b.location == "host"  # as before the launch
     assert not _memory._BUDGET.launches  # nothing stays pinned
+
+
+@pytest.fixture
+def evict_when_unpinned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread's eviction, run the moment a launch's pins are released: the first
+    moment another thread can evict the launch's arguments (it needs no lock of ours)."""
+    release = _memory.LaunchPins.__call__
+
+    def release_then_evict(self: _memory.LaunchPins) -> None:
+        release(self)
+        _memory._evict_down_to(0, keep=())
+
+    monkeypatch.setattr(_memory.LaunchPins, "__call__", release_then_evict)
+
+
+@pytest.mark.usefixtures("evict_when_unpinned")
+@pytest.mark.parametrize("how", ["kernel-Out", "cuda-ufunc-out"])
+def test_a_written_output_is_not_evicted_between_its_launch_and_its_flags(how: str) -> None:
+    # An output overwritten whole from the HOST state is written on the device without an
+    # upload; until the launch marks it DEVICE its device copy looks stale (clean to drop).
+    # Once unpinned it must already be marked written, or an eviction then drops the only
+    # copy of the kernel's results (and the array is left DEVICE with no device buffer).
+    x = sa.SmartArray(np.arange(N, dtype=np.float64), label="x")
+    out = sa.SmartArray(np.full(N, -1.0), label="out")
+    with sa.track_transfers() as t:
+        if how == "kernel-Out":
+            copy_kernel[1, N](sa.Out(out), sa.In(x))
+        else:
+            with numba_ufunc_support():
+                sa.cuda_ufunc(numba_add_ufunc())(x, x, out=out)
+    expected = np.arange(N) * (1 if how == "kernel-Out" else 2)
+    assert out.location == "host"  # spilled by the eviction, not dropped
+    np.testing.assert_array_equal(np.asarray(out), expected)
+    assert counts(t) == (1, 1, 1)  # x uploaded (then dropped: clean); out spilled
+
+
+def test_a_device_copy_on_a_stream_is_recorded_before_it_can_be_evicted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # SmartArray(device_array) copies on the device on ``stream``. Until that copy's event is
+    # recorded, a spill (on the default stream) would not wait for it and would download
+    # half-copied data; the event must be recorded before the new copy's lock is released,
+    # when another thread's eviction could spill it. (Stand-in events: the simulator's copies
+    # are synchronous and record none.)
+    log: list[str] = []
+
+    class CopyEvent:
+        def query(self) -> bool:
+            return "copy done" in log
+
+        def synchronize(self) -> None:
+            log.append("copy done")
+
+        def wait(self, stream: object) -> None:
+            log.append("copy done")
+
+    def record(stream: object, always: bool = False) -> object:
+        return None if _backend.is_default_stream(stream) else CopyEvent()
+
+    real_copy_d2h = _backend.copy_d2h
+
+    def copy_d2h(device: object, host: np.ndarray, stream: object) -> None:
+        log.append("download")
+        real_copy_d2h(device, host, stream)
+
+    written = Allocation.device_written
+
+    def evict_first(self: Allocation, stream: object = None) -> None:
+        _memory._evict_down_to(0, keep=())  # another thread, once the lock is free
+        written(self, stream)
+
+    monkeypatch.setattr(_backend, "record_event", record)
+    monkeypatch.setattr(_backend, "copy_d2h", copy_d2h)
+    monkeypatch.setattr(Allocation, "device_written", evict_first)
+    source = cuda.to_device(np.arange(N, dtype=np.float64))
+    a = sa.SmartArray(source, stream=cuda.stream())
+    _memory._evict_down_to(0, keep=())
+    assert log[:2] == ["copy done", "download"]
+    assert a.location == "host"
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N))

@@ -164,3 +164,88 @@ def test_device_born_arrays_take_their_host_buffer_from_the_pool() -> None:
     del a
     gc.collect()
     assert sa.pinned_pool_info()["idle_bytes"] == 0  # the cap of 0 keeps nothing
+
+
+class PendingCopy:
+    """A stand-in CUDA event of an asynchronous copy that finishes only when waited for."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.done = False
+        self.log = log
+
+    def query(self) -> bool:
+        return self.done
+
+    def synchronize(self) -> None:
+        self.log.append("copy finished")
+        self.done = True
+
+    def wait(self, stream: object) -> None:
+        pass
+
+
+def test_a_buffer_is_not_reused_while_an_async_copy_uses_it(
+    pool: tuple[PinnedPool, CountingAllocator],
+) -> None:
+    p, allocate = pool
+    log: list[str] = []
+    a = p.empty((100,), F8, "C")
+    first = address(a)
+    copy = PendingCopy(log)
+    _pinned_pool.fence(a[10:], copy)  # (a view: the fence reaches the buffer's owner)
+    del a
+    gc.collect()
+    b = p.empty((100,), F8, "C")
+    assert address(b) == first and len(allocate.calls) == 1  # reused, but only ...
+    assert copy.done and log == ["copy finished"]  # ... once the copy into it was done
+    c = p.empty((100,), F8, "C")
+    _pinned_pool.fence(c, PendingCopy(log))
+    del b, c
+    gc.collect()
+    p.release()  # a released buffer is not freed under a copy either
+    assert log == ["copy finished"] * 2
+    _pinned_pool.fence(np.zeros(4), PendingCopy(log))  # memory not from a pool: ignored
+
+
+@pytest.mark.device
+@pytest.mark.usefixtures("fresh_global_pool")
+@pytest.mark.parametrize("direction", ["upload", "download"])
+def test_a_dead_arrays_pinned_buffer_waits_for_its_async_copy(
+    monkeypatch: pytest.MonkeyPatch, direction: str
+) -> None:
+    # The simulator's copies are synchronous and record no events: stand-in events show
+    # that an array dying with a copy in flight on a stream (a temporary kernel argument
+    # uploaded on a stream, or ``a.to_host(stream)`` then ``del a``) does not hand its
+    # buffer to a new array before that copy is done (the late copy would overwrite the new
+    # array's data, or upload it in place of the old one).
+    from numba import cuda
+
+    from smartarray import _backend
+
+    log: list[str] = []
+    real_record = _backend.record_event
+
+    def record(stream: object, always: bool = False) -> object:
+        if _backend.is_default_stream(stream):
+            return real_record(stream, always)
+        log.append("copy enqueued")
+        return PendingCopy(log)
+
+    monkeypatch.setattr(_backend, "record_event", record)
+    stream = cuda.stream()
+    if direction == "upload":
+        a = sa.SmartArray(np.arange(1000.0), host_memory="pinned")
+        a.to_gpu(stream)
+    else:
+        a = sa.SmartArray(np.arange(1000.0), host_memory="pinned", where="gpu")
+        a.get("gpu")
+        a.mark_changed("gpu")
+        a.to_host(stream)
+    first = address(a._alloc.host)
+    assert log == ["copy enqueued"]
+    del a
+    gc.collect()
+    b = sa.full(1000, 7.0, host_memory="pinned")
+    assert address(b._alloc.host) == first
+    assert log == ["copy enqueued", "copy finished"]
+    np.testing.assert_array_equal(np.asarray(b), np.full(1000, 7.0))

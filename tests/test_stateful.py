@@ -328,7 +328,9 @@ class CoherenceMachine(RuleBasedStateMachine):
     def njit_reads_bare(self) -> None:
         # Inferred: _jit_sum never writes its argument, so the device copy stays valid.
         total = self.expect_step(lambda: _jit_sum(self.array), d2h=self.host_needs())
-        assert total == self.model.sum()
+        # (the same compiled sum of the model: numpy's pairwise sum of large values can round
+        # differently from Numba's sequential one)
+        assert total == _jit_sum(self.model.copy())
         self.host_valid = True
 
     @rule()
