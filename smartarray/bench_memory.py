@@ -17,9 +17,6 @@ Pinned pool (GPU only)
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,6 +27,7 @@ from ._array import SmartArray
 from ._creation import empty
 from ._intents import In, Out
 from ._transfer import track_transfers
+from .bench import _median_seconds
 
 THREADS = 256
 OVERSUBSCRIPTION = 3  # the workload is this many times the device memory limit
@@ -175,10 +173,10 @@ def oversubscription(
                 for h, x in zip(host, initial, strict=True):
                     h[...] = x
 
-            row["seconds"] = _median(
+            row["seconds"] = _median_seconds(
                 lambda: _smartarray_run(workload, smart, passes), repeats, changed
             )
-            row["hand_seconds"] = _median(
+            row["hand_seconds"] = _median_seconds(
                 lambda: _hand_written_run(workload, host, buffers, passes, dict(hand_counts)),
                 repeats,
                 changed,
@@ -187,21 +185,6 @@ def oversubscription(
         return row
     finally:
         _memory.set_device_memory_limit(previous)
-
-
-def _median(run: Callable[[], Any], repeats: int, setup: Callable[[], Any] | None = None) -> float:
-    """Median wall time of ``run()`` (device synchronised), after one untimed warm-up run."""
-    times = []
-    for i in range(repeats + 1):
-        if setup is not None:
-            setup()
-        cuda.synchronize()
-        start = time.perf_counter()
-        run()
-        cuda.synchronize()
-        if i:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def pinned_pool_timings(n: int, creations: int, repeats: int) -> list[dict[str, Any]]:
@@ -219,7 +202,7 @@ def pinned_pool_timings(n: int, creations: int, repeats: int) -> list[dict[str, 
                     a = empty(n, host_memory="pinned")
                     del a
 
-            seconds = _median(create, repeats) / creations
+            seconds = _median_seconds(create, repeats) / creations
             rows.append({"variant": name, "n": n, "bytes": n * 8, "seconds": seconds})
     finally:
         _pinned_pool.set_pinned_pool_limit(limit)

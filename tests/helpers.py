@@ -82,6 +82,20 @@ F8 = np.dtype(np.float64)
 
 
 @cuda.jit
+def add_scalar(a, v):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] += v
+
+
+@cuda.jit
+def copy_into(dst, src):  # type: ignore[no-untyped-def]  # reads only src (inferred In)
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+@cuda.jit
 def vectorized_add(a, b, out):  # type: ignore[no-untyped-def]  # what @vectorize makes of a + b
     i = cuda.grid(1)
     if i < out.shape[0]:

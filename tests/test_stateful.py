@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import numba_add_ufunc, numba_ufunc_support
+from helpers import add_scalar, copy_into, numba_add_ufunc, numba_ufunc_support
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from numba import cuda, njit
+from numba import njit
 
 import smartarray as sa
 
@@ -41,26 +41,12 @@ def _jit_sum(a):
     return a.sum()
 
 
-@cuda.jit
-def _add(a, v):
-    i = cuda.grid(1)
-    if i < a.size:
-        a[i] += v
-
-
-@cuda.jit
-def _copy(dst, src):
-    i = cuda.grid(1)
-    if i < dst.size:
-        dst[i] = src[i]
-
-
 class CoherenceMachine(RuleBasedStateMachine):
     """Model: the true contents, and which copies the model says are current."""
 
     @initialize(data=st.lists(value, min_size=N, max_size=N), on_gpu=st.booleans())
     def create(self, data: list[float], on_gpu: bool) -> None:
-        self.add, self.copy = _add, _copy
+        self.add, self.copy = add_scalar, copy_into
         self.model = np.array(data)
         self.array = sa.SmartArray(self.model.copy())
         self.host_valid, self.device_valid = True, False
@@ -319,7 +305,7 @@ class CoherenceMachine(RuleBasedStateMachine):
     @needs_device
     @rule()
     def kernel_reads_bare(self) -> None:
-        # Inferred intents: _copy only reads ``src``, so the bare array is In (host stays valid).
+        # Inferred intents: copy_into only reads ``src``: the bare array is In (host stays valid).
         self.expect_step(lambda: self.copy[1, N](self.scratch, self.array), h2d=self.device_needs())
         np.testing.assert_array_equal(self.scratch.get("gpu").copy_to_host(), self.model)
         self.device_valid = True

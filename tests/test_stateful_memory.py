@@ -14,10 +14,10 @@ import gc
 
 import numpy as np
 import pytest
+from helpers import add_scalar, copy_into
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from numba import cuda
 
 import smartarray as sa
 from smartarray import _memory
@@ -30,20 +30,6 @@ NBYTES = N * 8
 
 which = st.integers(0, K - 1)
 value = st.integers(-100, 100).map(float)
-
-
-@cuda.jit
-def _add(a, v):
-    i = cuda.grid(1)
-    if i < a.size:
-        a[i] += v
-
-
-@cuda.jit
-def _copy(dst, src):
-    i = cuda.grid(1)
-    if i < dst.size:
-        dst[i] = src[i]
 
 
 class BudgetMachine(RuleBasedStateMachine):
@@ -77,7 +63,7 @@ class BudgetMachine(RuleBasedStateMachine):
 
     @rule(i=which, v=value)
     def kernel_adds(self, i: int, v: float) -> None:
-        _, t = self.step(lambda: _add[1, N](self.arrays[i], v))
+        _, t = self.step(lambda: add_scalar[1, N](self.arrays[i], v))
         assert t.h2d_count <= 1
         self.model[i] += v
 
@@ -89,10 +75,10 @@ class BudgetMachine(RuleBasedStateMachine):
         locations = (dst.location, src.location)
         if self.slots < 2:  # the two arguments alone do not fit
             with pytest.raises(MemoryError, match="in use by this operation"):
-                self.step(lambda: _copy[1, N](sa.Out(dst), sa.In(src)))
+                self.step(lambda: copy_into[1, N](sa.Out(dst), sa.In(src)))
             assert dst.location == locations[0]  # the failed launch's output is untouched
             return
-        self.step(lambda: _copy[1, N](sa.Out(dst), sa.In(src)))
+        self.step(lambda: copy_into[1, N](sa.Out(dst), sa.In(src)))
         self.model[j] = self.model[i].copy()
 
     @rule(i=which, k=st.integers(0, N - 1), v=value)
