@@ -7,7 +7,9 @@ imports numba) to use Numba's CUDA simulator on a machine without a GPU.
 
 from __future__ import annotations
 
-from . import _dask, _numba_cpu  # noqa: F401  (_numba_cpu registers the Numba extension)
+# The glue modules register themselves when imported: the Numba extension (_numba_cpu), dask's
+# lookups (_dask), and SmartArray's hooks (smartarray._hooks; _dlpack here, the others below).
+from . import _dask, _dlpack, _numba_cpu  # noqa: F401
 from ._array import SmartArray
 from ._backend import tier
 from ._creation import (

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from . import _adoption, _backend, _dlpack, _fastpath, _numpy_protocols
+from . import _adoption, _backend, _fastpath, _hooks, _host_buffers, _numpy_protocols
 from ._coherence import Allocation, State
 from ._errors import HostMemory, Where, normalize_host_memory, normalize_where
 from ._layout import (
@@ -161,8 +161,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             self._init_from_smartarray(obj, copy, dtype, order, where_, stream)
         elif _backend.is_device_array(obj):
             self._init_from_device(obj, copy, dtype, label, stream)
-        elif _dlpack.is_producer(obj):  # host memory through np.from_dlpack, or CUDA memory
-            side, source = _dlpack.host_or_device_source(obj)
+        elif (dlpack := _hooks.dlpack_source(obj)) is not None:
+            side, source = dlpack  # host memory through np.from_dlpack, or CUDA memory
             if side == "gpu":
                 self._init_from_device(source, copy, dtype, label, stream)
             else:
@@ -331,7 +331,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             if memory is None:
                 memory = _backend.default_host_memory(host.dtype)
             if memory != "pageable":
-                buffer = _backend.host_empty(host.shape, host.dtype, layout, memory)
+                buffer = _host_buffers.host_empty(host.shape, host.dtype, layout, memory)
                 buffer[...] = host
                 host = buffer
         if where == "gpu":
@@ -563,9 +563,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     def readonly(self) -> Any:
         """Pass this array with read-only intent (same as ``smartarray.In(self)``)."""
-        from ._intents import In
-
-        return In(self)
+        return _hooks.read_only_intent(self)
 
     # --- buffers --------------------------------------------------------------------------
 
@@ -1214,9 +1212,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     @functools.cached_property
     def _numba_type_(self) -> Any:  # type: ignore[override]
         """The Numba type of this array (read by Numba's dispatchers instead of typeof)."""
-        from ._numba_types import smartarray_type_of
-
-        return smartarray_type_of(self, readonly=not self._writeable)
+        return _hooks.numba_type(self, not self._writeable)
 
     def to_device(self, retr: list, stream: Any = 0) -> Any:
         """Kernel-argument hook called by numba.cuda at launch.
@@ -1224,9 +1220,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         The intent is inferred from the kernel's code: ``In`` when no argument of the launch
         may write this array's memory, else ``InOut`` (see :mod:`smartarray._launch_intents`).
         """
-        from ._numba_cuda import bare_kernel_argument
-
-        return bare_kernel_argument(self, retr, stream)
+        return _hooks.bare_kernel_argument(self, retr, stream)
 
     def __dlpack__(
         self,
@@ -1244,16 +1238,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         array exports read-only (DLPack 1.0 flag). ``copy=True`` exports a snapshot and
         changes nothing. See the DLPack section of the memory-management docs.
         """
-        from ._dlpack import export
-
-        return export(self, stream, max_version, dl_device, copy)
+        return _hooks.dlpack_export(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """``(device_type, device_id)`` that ``__dlpack__()`` exports from: ``(1, 0)`` for the
         host copy (kDLCPU), ``(2, n)`` for the device copy on CUDA device ``n`` (kDLCUDA)."""
-        from ._dlpack import dlpack_device
-
-        return dlpack_device(self)
+        return _hooks.dlpack_device(self)
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
@@ -1262,9 +1252,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         Whoever reads this gets a raw device pointer and may write through it, so the device
         copy is conservatively marked changed (the host copy becomes stale).
         """
-        from ._numba_cuda import export_cuda_array_interface
-
-        return export_cuda_array_interface(self)
+        return _hooks.cuda_array_interface(self)
 
 
 _PYBUF_WRITABLE = 0x0001  # inspect.BufferFlags.WRITABLE (Python 3.12+)
@@ -1287,6 +1275,7 @@ _NUMBA_LAYOUT_CACHES = (
 for _name, _member in _numpy_protocols.ndarray_members(SmartArray).items():
     setattr(SmartArray, _name, _member)
 _fastpath.install(SmartArray)
+_numpy_protocols.install(SmartArray)
 
 
 def _covers(layout: np.ndarray, alloc: Allocation) -> bool:
@@ -1333,7 +1322,7 @@ def _new_allocation(
         return Allocation.on_device(
             shape, dtype, order, host_memory=memory, label=label, stream=stream
         )
-    host = _backend.host_empty(shape, dtype, order, memory)
+    host = _host_buffers.host_empty(shape, dtype, order, memory)
     return Allocation(
         shape,
         dtype,

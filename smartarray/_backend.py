@@ -115,28 +115,6 @@ def default_host_memory(dtype: np.dtype | None = None) -> HostMemory:
 # --- allocation ---------------------------------------------------------------------------
 
 
-def host_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, kind: HostMemory) -> Any:
-    """Allocate an uninitialised contiguous host buffer of the given kind."""
-    if kind == "pageable":
-        return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
-    if dtype.hasobject:
-        raise TypeError(
-            f"arrays of dtype {dtype} hold Python objects, which cannot live in {kind} host "
-            "memory (numpy would never release them, and the device cannot use them); use "
-            "host_memory='pageable'"
-        )
-    require_device()
-    if 0 in shape:  # (the driver cannot page-lock 0 bytes)
-        return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
-    if kind == "pinned":  # reused from the pool (page-locking is slow); ordinary memory in
-        from ._pinned_pool import POOL  # the simulator, where the pool works the same way
-
-        return POOL.empty(shape, dtype, order)
-    if tier() == "simulator":
-        return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
-    return cuda().mapped_array(shape, dtype=dtype, order=order)
-
-
 def mapped_device_view(host: Any) -> Any:
     """A device array that aliases a mapped host buffer (no copy ever needed)."""
     if tier() == "simulator":

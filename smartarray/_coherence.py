@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _backend, _memory, _pinned_pool, _transfer
+from . import _backend, _host_buffers, _memory, _pinned_pool, _transfer
 from ._errors import HostMemory, Where
 
 _labels = itertools.count(1)
@@ -118,7 +118,7 @@ class Allocation:
         self._device_owned = False
         if host_memory == "mapped":
             if self.host is None:
-                self.host = _backend.host_empty(shape, dtype, order, "mapped")
+                self.host = _host_buffers.host_empty(shape, dtype, order, "mapped")
             if self.device is None:
                 self.device = _backend.mapped_device_view(self.host)
             self.state = State.BOTH
@@ -395,7 +395,9 @@ class Allocation:
 
     def _host_buffer(self) -> np.ndarray:
         if self.host is None:
-            self.host = _backend.host_empty(self.shape, self.dtype, self.order, self.host_memory)
+            self.host = _host_buffers.host_empty(
+                self.shape, self.dtype, self.order, self.host_memory
+            )
         return self.host
 
     def _device_buffer(self, stream: Any) -> Any:

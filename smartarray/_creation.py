@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _backend
+from . import _backend, _numpy_protocols
 from ._array import SmartArray
 from ._errors import normalize_where
 
@@ -245,3 +245,14 @@ def ones_like(
 ) -> SmartArray:
     """A new SmartArray of ones shaped like ``prototype``."""
     return full_like(prototype, 1, dtype, order, shape=shape, where=where)
+
+
+# np.empty_like(a), np.zeros_like(a)... with a SmartArray prototype make SmartArrays.
+_numpy_protocols.register_functions(
+    {
+        np.empty_like: empty_like,
+        np.zeros_like: zeros_like,
+        np.ones_like: ones_like,
+        np.full_like: full_like,
+    }
+)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _backend
+from . import _backend, _hooks
 from ._coherence import State
 
 if TYPE_CHECKING:
@@ -145,14 +145,12 @@ def _export_device(array: SmartArray, stream: Any, max_version: Any, copy: bool)
     _check_readonly_flag(array, max_version, copy)
     from cuda.core.utils import StridedMemoryView
 
-    from ._numba_cuda import export_cuda_array_interface
-
     # copy=True: a snapshot (copied on the device when only the device copy is current),
     # made current on the device by the export below.
     source = array.copy() if copy else array
     # The same bookkeeping as __cuda_array_interface__: device copy current, exported (its
     # memory outlives any free_device), and marked changed unless read-only.
-    holder = _DeviceExport(export_cuda_array_interface(source), source)
+    holder = _DeviceExport(_hooks.cuda_array_interface(source), source)
     view = StridedMemoryView.from_cuda_array_interface(holder, stream_ptr=-1)
     return view.__dlpack__(stream=stream, max_version=max_version)
 
@@ -204,3 +202,14 @@ def host_or_device_source(obj: Any) -> tuple[str, Any]:
         f"{type(obj).__name__} exports DLPack device type {device_type}; SmartArray adopts "
         f"host (kDLCPU) and CUDA (kDLCUDA) memory"
     )
+
+
+def source(obj: Any) -> tuple[str, Any] | None:
+    """What ``SmartArray(obj)`` reads ``obj`` as when it is a DLPack producer (see
+    :func:`host_or_device_source`); None when it is not one."""
+    return host_or_device_source(obj) if is_producer(obj) else None
+
+
+_hooks.dlpack_export = export
+_hooks.dlpack_device = dlpack_device
+_hooks.dlpack_source = source

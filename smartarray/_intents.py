@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from . import _hooks
 from ._array import SmartArray, _ArgHint
 
 
@@ -42,15 +43,11 @@ class _Intent(_ArgHint):
 
     @functools.cached_property
     def _numba_type_(self) -> Any:
-        from ._numba_types import smartarray_type_of
-
-        return smartarray_type_of(self.array, readonly=self.readonly or not self.array._writeable)
+        return _hooks.numba_type(self.array, self.readonly or not self.array._writeable)
 
     def to_device(self, retr: list, stream: Any = 0) -> Any:
         """Kernel-argument hook called by numba.cuda at launch."""
-        from ._numba_cuda import kernel_argument
-
-        return kernel_argument(self.array, self.intent, retr, stream)
+        return _hooks.kernel_argument(self.array, self.intent, retr, stream)
 
     def __repr__(self) -> str:
         return f"smartarray.{type(self).__name__}({self.array.label})"
@@ -73,3 +70,6 @@ class InOut(_Intent):
     """Read-write intent (the default for a bare SmartArray)."""
 
     intent = "inout"
+
+
+_hooks.read_only_intent = In

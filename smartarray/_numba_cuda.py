@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _backend, _memory
+from . import _backend, _hooks, _memory
 from ._array import SmartArray
 from ._launch_intents import bare_intent
 
@@ -131,3 +131,8 @@ def export_cuda_array_interface(array: SmartArray) -> dict[str, Any]:
     if not array._writeable:
         interface["data"] = (interface["data"][0], True)
     return interface
+
+
+_hooks.bare_kernel_argument = bare_kernel_argument
+_hooks.kernel_argument = kernel_argument
+_hooks.cuda_array_interface = export_cuda_array_interface

@@ -19,6 +19,8 @@ from numba.core import types
 from numba.core.typeconv import Conversion
 from numba.np import numpy_support
 
+from . import _hooks
+
 if TYPE_CHECKING:
     from ._array import SmartArray
 
@@ -179,3 +181,6 @@ def smartarray_type_of(array: SmartArray, readonly: bool) -> SmartArrayType:
     numba_type = SmartArrayType(dtype, array.ndim, layout, readonly, aligned=flags.aligned)
     array.__dict__[key] = numba_type
     return numba_type
+
+
+_hooks.numba_type = smartarray_type_of

@@ -16,7 +16,6 @@ Everything numpy does to a SmartArray runs on its host copy:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -42,18 +41,28 @@ REFUSED_METHODS = {
 }
 
 
-@functools.cache
-def _smartarray_type() -> type[SmartArray]:
-    from ._array import SmartArray
+_cls: type[SmartArray] = None  # type: ignore[assignment]  # set by install(): SmartArray
 
-    return SmartArray
+
+def install(cls: type[SmartArray]) -> None:
+    """Called by :mod:`smartarray._array` once SmartArray exists: the class these protocols
+    wrap results in and recognise operands of (this module never imports ``_array``)."""
+    global _cls
+    _cls = cls
+
+
+def register_functions(implementations: dict[Callable[..., Any], Callable[..., Any]]) -> None:
+    """Answer these numpy functions, called with a SmartArray first argument, with these
+    implementations (the ``*_like`` creation functions of :mod:`smartarray._creation`
+    register themselves here)."""
+    _SPECIAL.update(implementations)
 
 
 class _Call:
     """The unwrapping / wrapping of one numpy call."""
 
     def __init__(self) -> None:
-        self.SmartArray = _smartarray_type()
+        self.SmartArray = _cls
         self.arrays: list[SmartArray] = []
         self.written: list[SmartArray] = []
         # id of each writable argument as numpy sees it -> the object to return for it: the
@@ -146,7 +155,7 @@ def _raised_before_writing(error: BaseException) -> bool:
 
 
 def _foreign_override(values: Iterable[Any], attribute: str) -> bool:
-    SmartArray = _smartarray_type()
+    SmartArray = _cls
     for value in values:
         kind = type(value)
         if kind is SmartArray or issubclass(kind, np.ndarray):
@@ -217,7 +226,7 @@ def _check_before_fetching_outputs(
     0-d stand-ins and the shapes checked first (cheap: no data is read). Only done for outputs
     that have a device copy to keep right.
     """
-    SmartArray = _smartarray_type()
+    SmartArray = _cls
     if (
         method != "__call__"
         or ufunc.signature is not None
@@ -322,17 +331,6 @@ def _reshape(
     return array.reshape(shape, order=order, copy=copy)
 
 
-def _like(fill: Callable[[SmartArray], Any] | None) -> Callable[..., Any]:
-    def create(prototype: SmartArray, *args: Any, **kwargs: Any) -> Any:
-        from . import _creation
-
-        if fill is None:
-            return _creation.empty_like(prototype, *args, **kwargs)
-        return _creation.full_like(prototype, fill(prototype), *args, **kwargs)
-
-    return create
-
-
 # Functions answered without touching data: views are made on the array's layout only, so
 # they need no copy even when the host copy is stale, and they are writable like numpy's.
 _SPECIAL: dict[Callable[..., Any], Callable[..., Any]] = {
@@ -365,10 +363,6 @@ _SPECIAL: dict[Callable[..., Any], Callable[..., Any]] = {
     np.ndim: _shape_function("ndim"),
     np.size: _shape_function("size"),
     np.copy: lambda a, order="K", subok=False: a.copy(order),
-    np.empty_like: _like(None),
-    np.zeros_like: _like(lambda a: 0),
-    np.ones_like: _like(lambda a: 1),
-    np.full_like: lambda a, fill_value, *args, **kw: _like(lambda _: fill_value)(a, *args, **kw),
 }
 
 
@@ -376,7 +370,7 @@ def array_function(
     func: Callable[..., Any], types: Iterable[type], args: tuple, kwargs: dict
 ) -> Any:
     """Implementation of ``SmartArray.__array_function__``."""
-    SmartArray = _smartarray_type()
+    SmartArray = _cls
     for kind in types:
         if kind is not SmartArray and not issubclass(kind, np.ndarray):
             return NotImplemented

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _backend
+
 DEFAULT_LIMIT = 256 << 20
 _MIN_CLASS = 4096
 
@@ -166,14 +168,10 @@ def fence(host: np.ndarray, event: Any) -> None:
 
 def _wait(event: Any) -> None:
     if event is not None:
-        from . import _backend
-
         _backend.wait_event(event)
 
 
 def _allocate_pinned(nbytes: int) -> np.ndarray:
-    from . import _backend
-
     if _backend.is_simulator():  # the simulator's pinned memory is ordinary memory
         return np.empty(nbytes, dtype=np.uint8)
     return _backend.cuda().pinned_array(nbytes, dtype=np.uint8)

@@ -49,10 +49,8 @@ import importlib.metadata
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,129 +60,38 @@ from numba import cuda
 
 from . import _backend
 from ._array import SmartArray
+from ._bench_common import (
+    THREADS,
+    CopyCounter,
+    _median_seconds,
+    add,
+    blocks,
+    format_table,
+    initial_condition,
+    smooth,
+    smooth_reference,
+)
 from ._creation import empty, empty_like
 from ._intents import In, Out
-from ._transfer import Direction, TransferRecord, TransferStats, track_transfers
+from ._transfer import TransferStats, track_transfers
 
-THREADS = 256
+__all__ = [
+    "THREADS",
+    "CopyCounter",
+    "add",
+    "blocks",
+    "format_table",
+    "initial_condition",
+    "main",
+    "smooth",
+    "smooth_reference",
+]
 
 GPU_TIMINGS_NEED_A_GPU = (
     "GPU timings need a real CUDA GPU: this run has none, so only transfer counts (and the CPU "
     "@njit overhead) were measured. Run `python -m smartarray.bench` on a machine with a GPU "
     "for the timing tables."
 )
-
-
-def blocks(n: int) -> int:
-    """Blocks of :data:`THREADS` threads needed to cover ``n`` elements."""
-    return (n + THREADS - 1) // THREADS
-
-
-# --- counting the copies Numba makes for plain arrays --------------------------------------
-
-
-class CopyCounter:
-    """Counts the host<->device copies made for plain numpy and Numba device arrays.
-
-    smartarray's ledger only sees SmartArrays. To compare against code that uses plain arrays,
-    pass kernel arguments through :meth:`In`, :meth:`Out` and :meth:`InOut` (Numba's own
-    argument hints, counted when the launch makes the copy: ``In`` uploads, ``Out`` downloads
-    after the launch, ``InOut`` does both; a bare ndarray argument is ``InOut``) and make
-    explicit copies with :meth:`to_device` and :meth:`copy_to_host`.
-
-    Attributes
-    ----------
-    stats : TransferStats
-        The copies counted so far, in the ledger's format.
-    """
-
-    def __init__(self) -> None:
-        self.stats = TransferStats()
-
-    def _count(self, direction: Direction, nbytes: int) -> None:
-        self.stats._add(TransferRecord(direction, nbytes, "plain array"), keep_record=True)
-
-    def _hint(self, kind: str, array: np.ndarray) -> Any:
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"CopyCounter.{kind}() takes a host ndarray, got {type(array)}")
-        return _counting_hint(kind)(array, self)
-
-    def In(self, array: np.ndarray) -> Any:
-        """``numba.cuda.In(array)``, counting its upload."""
-        return self._hint("In", array)
-
-    def Out(self, array: np.ndarray) -> Any:
-        """``numba.cuda.Out(array)``, counting its download."""
-        return self._hint("Out", array)
-
-    def InOut(self, array: np.ndarray) -> Any:
-        """``numba.cuda.InOut(array)`` (what a bare ndarray argument gets), counting both."""
-        return self._hint("InOut", array)
-
-    def to_device(self, array: np.ndarray, stream: Any = 0) -> Any:
-        """``numba.cuda.to_device(array)``, counted."""
-        self._count("h2d", array.nbytes)
-        return cuda.to_device(array, stream=stream)
-
-    def copy_to_host(self, device: Any, stream: Any = 0) -> np.ndarray:
-        """``device.copy_to_host()``, counted."""
-        self._count("d2h", int(device.size) * device.dtype.itemsize)
-        return device.copy_to_host(stream=stream)
-
-
-@functools.cache
-def _counting_hint(kind: str) -> type:
-    base = getattr(cuda, kind)
-
-    class Counted(base):  # type: ignore[misc,valid-type]
-        def __init__(self, value: np.ndarray, counter: CopyCounter) -> None:
-            super().__init__(value)
-            self.counter = counter
-
-        def to_device(self, retr: list, stream: Any = 0) -> Any:
-            nbytes = self.value.nbytes
-            if kind != "Out":
-                self.counter._count("h2d", nbytes)
-            device = super().to_device(retr, stream)
-            if kind != "In":
-                retr.append(lambda: self.counter._count("d2h", nbytes))
-            return device
-
-    Counted.__name__ = Counted.__qualname__ = f"Counted{kind}"
-    return Counted
-
-
-# --- kernels ----------------------------------------------------------------------------
-# They use the module-level name ``cuda``, which the simulator swaps while it runs a kernel.
-# Their arguments are typed by Numba at launch, hence no annotations.
-
-
-@cuda.jit
-def smooth(u, v):  # pragma: no cover - a kernel
-    """One chain step: ``v[i] = (u[i-1] + 2 u[i] + u[i+1]) / 4``, ends clamped."""
-    i = cuda.grid(1)
-    n = u.size
-    if i < n:
-        left = u[i - 1] if i > 0 else u[i]
-        right = u[i + 1] if i < n - 1 else u[i]
-        v[i] = 0.25 * left + 0.5 * u[i] + 0.25 * right
-
-
-@cuda.jit
-def add(x, y, out):  # pragma: no cover - a kernel
-    """``out[i] = x[i] + y[i]``: the kernel form of the add ufunc."""
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] + y[i]
-
-
-def smooth_reference(u0: np.ndarray, steps: int) -> np.ndarray:
-    """The kernel chain computed with numpy on the host (to check every variant)."""
-    u = np.array(u0, dtype=np.float64)
-    for _ in range(steps):
-        padded = np.concatenate(([u[0]], u, [u[-1]]))
-        u = 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
-    return u
 
 
 # --- the kernel chain, three ways -------------------------------------------------------
@@ -263,14 +170,6 @@ ADD_STAGES = (
 ADD_UNCHANGED = ("smartarray_no_out", "4b. SmartArrays, host-array code (new result)")
 
 
-def initial_condition(n: int) -> np.ndarray:
-    """The chain's input: ``n`` float64 values with a step and a spike."""
-    u0 = np.zeros(n)
-    u0[n // 2] = 1.0
-    u0[: n // 8] = 0.5
-    return u0
-
-
 def _transfer_row(
     name: str, label: str, stats: TransferStats, minimum: int, **extra: Any
 ) -> dict[str, Any]:
@@ -333,23 +232,6 @@ def add_transfers(n: int, calls: int) -> list[dict[str, Any]]:
 
 
 # --- timings on a real GPU ------------------------------------------------------------------
-
-
-def _median_seconds(
-    run: Callable[[], Any], repeats: int, setup: Callable[[], Any] | None = None
-) -> float:
-    """Median wall time of ``run()`` (device synchronised), after one untimed warm-up run."""
-    times = []
-    for i in range(repeats + 1):
-        if setup is not None:
-            setup()
-        cuda.synchronize()
-        start = time.perf_counter()
-        run()
-        cuda.synchronize()
-        if i:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def chain_timings(n: int, steps: int, repeats: int) -> list[dict[str, Any]]:
@@ -490,17 +372,6 @@ def njit_overhead() -> tuple[dict[str, Any] | None, str]:
 
 
 # --- reporting ------------------------------------------------------------------------------
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain-text table (also valid Markdown)."""
-    cells = [[str(h) for h in headers]] + [[str(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = [
-        "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in cells
-    ]
-    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
 
 
 def transfer_table(rows: Sequence[dict[str, Any]]) -> str:

@@ -25,10 +25,17 @@ import numpy as np
 
 from . import _backend
 from ._array import SmartArray
+from ._bench_common import (
+    THREADS,
+    blocks,
+    format_table,
+    initial_condition,
+    smooth,
+    smooth_reference,
+)
 from ._creation import empty, empty_like
 from ._intents import In, Out
 from ._transfer import reset_transfer_stats, transfer_stats
-from .bench import THREADS, blocks, format_table, initial_condition, smooth, smooth_reference
 
 
 def smooth_block(block: SmartArray) -> SmartArray:

@@ -156,7 +156,7 @@ def _time(us: float) -> str:
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """The rows of :func:`measure_host_overhead` as a Markdown table."""
-    from .bench import format_table as table
+    from ._bench_common import format_table as table
 
     return table(
         ["operation", "baseline", "SmartArray", "ratio (range)", "target", "met"],

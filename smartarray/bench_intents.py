@@ -88,7 +88,7 @@ def _workflow(u: Any, f: Any, steps: int, every: int, variant: str, counter: Any
 
 def workflow_transfers(n: int, steps: int = 20, every: int = 5) -> list[dict[str, Any]]:
     """Bytes moved by the four variants of the workflow, against the minimum."""
-    from .bench import CopyCounter
+    from ._bench_common import CopyCounter
 
     u0 = np.linspace(0.0, 1.0, n)
     f0 = np.cos(np.arange(n, dtype=np.float64))

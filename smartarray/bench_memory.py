@@ -24,10 +24,10 @@ from numba import cuda
 
 from . import _memory, _pinned_pool
 from ._array import SmartArray
+from ._bench_common import _median_seconds
 from ._creation import empty
 from ._intents import In, Out
 from ._transfer import track_transfers
-from .bench import _median_seconds
 
 THREADS = 256
 OVERSUBSCRIPTION = 3  # the workload is this many times the device memory limit
