@@ -20,15 +20,18 @@ rows get duplicated (a 2-d ndarray given to ``random.shuffle`` is corrupted the 
 How this module makes the swap correct, without changing ordinary indexing:
 
 1. **Learning that a shuffle starts.** A filter at the front of ``warnings.filters`` has as its
-   *message* an object with a ``match(text)`` method: CPython's ``_warnings.c`` (``check_matched``,
-   3.11; unchanged in 3.12 and 3.13) calls ``message.match(text)`` for any filter message that is
-   not a plain ``str`` (compiled regexes are just the usual case), and so does the pure-Python
-   ``warnings`` fallback. For numpy's text about the SmartArray whose ``len()`` was taken last in
-   this thread, ``match`` starts the shuffle mode and returns True: the filter's action,
-   ``"ignore"``, handles the warning (the user sees nothing; an ``"ignore"`` action records
-   nothing in ``__warningregistry__``, so every later shuffle reaches the filter again). Any other
-   text returns False and the next filters apply. ``SmartArray.__len__`` (numpy's first call)
-   puts the filter back at the front whenever something got in front of it (``catch_warnings``,
+   *message* an object with a ``match(text)`` method: CPython's ``_warnings.c``
+   (``check_matched``; tested on 3.11, the same rule in the sources up to 3.14) calls
+   ``message.match(text)`` for any filter message that is not a plain ``str`` (compiled regexes
+   are just the usual case), and so does the pure-Python ``warnings`` fallback. (Not covered:
+   3.14's context-aware warnings, on by default only in free-threaded builds, where
+   ``catch_warnings`` keeps its filters in a context variable that ``warnings.filters`` does not
+   reach.) For numpy's text about the SmartArray whose ``len()`` was taken last in this thread,
+   ``match`` starts the shuffle mode and returns True: the filter's action, ``"ignore"``,
+   handles the warning (the user sees nothing; an ``"ignore"`` action records nothing in
+   ``__warningregistry__``, so every later shuffle reaches the filter again). Any other text
+   returns False and the next filters apply. ``SmartArray.__len__`` (numpy's first call) puts
+   the filter back at the front whenever something got in front of it (``catch_warnings``,
    ``simplefilter('error')``, pytest's per-test filters), and records its array in a
    thread-local slot (a weak reference, only for arrays that need the mode).
 2. **The shuffle mode.** It lives on the array being shuffled (``array._shuffle``) and is tied to
