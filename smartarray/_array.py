@@ -32,7 +32,7 @@ from ._layout import (
     _validate_assignment,
     _view_key,
 )
-from ._shuffle_guard import ensure_shuffle_guard
+from ._shuffle import NOT_SHUFFLING, ShuffleCall, note_length, shuffled_read
 
 _HOST = State.HOST
 _DEVICE = State.DEVICE
@@ -113,6 +113,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     # later attribute access of that instance slower.
     _host_ro: np.ndarray | None
     _host_rw: np.ndarray | None
+    # Set while numpy's generic in-place shuffle runs on this array (see _shuffle).
+    _shuffle: ShuffleCall | None
 
     def __init__(
         self,
@@ -192,6 +194,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         self._host_ro = None
         self._host_rw = None
         self._template_cache: np.ndarray | None = None
+        self._shuffle = None
 
     def _init_from_smartarray(
         self,
@@ -769,11 +772,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         self.imag[...] = value
 
     def __len__(self) -> int:
-        # numpy's shuffle asks len() first: stop it before it swaps views (_shuffle_guard).
-        ensure_shuffle_guard()
-        if not self._shape:
+        shape = self._shape
+        if not shape:
             raise TypeError("len() of unsized object")
-        return self._shape[0]
+        # numpy's shuffle asks len() first, then warns: see _shuffle.
+        note_length(self)
+        return shape[0]
 
     def __iter__(self) -> Iterator[Any]:
         if not self._shape:
@@ -799,6 +803,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 )
             ):
                 return host[key]  # numpy's own IndexError for a bad index
+            if self._shuffle is not None and kind is int:  # numpy's shuffle swapping items
+                item = shuffled_read(self, key, sys._getframe(1))
+                if item is not NOT_SHUFFLING:
+                    return item
         elif kind is slice and len(self._shape) == 1:  # fast path: a 1-d basic slice (a view)
             return self._slice_1d(key)
         if _is_basic_index(key):

@@ -81,7 +81,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for target in sorted(graph.get(node, ())):
             if state.get(target) == 1:
-                return path[path.index(target) :] + [target]
+                return [*path[path.index(target) :], target]
             if target not in state and (cycle := visit(target)) is not None:
                 return cycle
         path.pop()
