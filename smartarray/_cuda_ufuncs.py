@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _backend, _memory
+from . import _backend, _host_exports, _memory
 from ._array import SmartArray
 from ._intents import In, Out, _Intent
 
@@ -226,6 +226,8 @@ class SmartUFunc:
         # Unpinned only now: an output overwritten whole from the host state looks clean (its
         # device copy stale) until device_written, and could be dropped with its results.
         launch()
+        for array in written:  # kept host views (np.asarray) of outputs: downloaded into
+            _host_exports.refresh(array._alloc, stream)
         if outputs:
             return outputs[0] if len(outputs) == 1 else outputs
         if not read or any(_is_device_array(a) for a in inputs):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _backend, _hooks, _memory
+from . import _backend, _hooks, _host_exports, _memory
 from ._array import SmartArray
 from ._launch_intents import bare_intent
 
@@ -60,13 +60,17 @@ def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> 
             alloc.device_read(stream)
         else:
             alloc.device_written(stream)
+            assert refresh is not None
+            refresh.add(alloc, stream)  # kept host views (np.asarray) are downloaded into
 
     retr.append(after_launch)
     # numba-cuda calls ``retr``'s items in order after the launch: the pins go last, once
     # every argument's flags are set (an output overwritten whole from the host state looks
-    # clean until then, and another thread's eviction could drop it with its results).
+    # clean until then, and another thread's eviction could drop it with its results); only
+    # the refresh of live host exports comes after them.
     retr.remove(pins)
     retr.append(pins)
+    refresh = _host_exports.launch_refresh(retr, create=intent != "in")
     if _backend.is_simulator():
         if intent == "in":
             from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
