@@ -943,7 +943,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         """
         alloc = self._alloc
         with alloc.lock:
-            host = self._host_view(write=False)
+            # (no copy or wait needed: the cached view as it is, checked under the lock)
+            host = _fastpath.readable_host(self)
+            if host is None:
+                host = self._host_view(write=False)
             if copy:
                 return np.array(host, dtype=dtype, copy=True)
             if dtype is None or np.dtype(dtype) == host.dtype:

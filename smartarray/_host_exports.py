@@ -66,10 +66,11 @@ class _ExportHandle(np.ndarray):
     _counter: list[None]
 
     def __del__(self) -> None:
-        # Views of the handle itself (``h.base[1:]``) are of this type too, with no counter.
-        counter = getattr(self, "_counter", None)
-        if counter is not None:
-            counter.pop()
+        try:
+            counter = self._counter
+        except AttributeError:  # a view of the handle itself (``h.base[1:]``): not counted
+            return
+        counter.pop()
 
 
 def export(alloc: Allocation, host_view: np.ndarray) -> np.ndarray:
