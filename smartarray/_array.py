@@ -464,7 +464,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         Notes
         -----
         The returned array is a raw buffer: if you write through it, call
-        ``mark_changed(where)`` afterwards, or the other copy stays marked current.
+        ``mark_changed(where)`` afterwards, or the other copy stays marked current. Unlike
+        ``np.asarray(a)``, a host buffer kept from ``get('host')`` is not refreshed after
+        later device writes: call ``get('host')`` again before reading it.
         """
         side = normalize_where(where)
         if side == "host":

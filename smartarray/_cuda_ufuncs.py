@@ -7,7 +7,8 @@ Numba device arrays.
 
 :class:`SmartUFunc` handles SmartArrays precisely instead: inputs are made current on the
 device (on the call's stream) and stay valid on both sides, outputs (``out=``, or positional
-outputs of a gufunc) are written in place on the device and marked changed there, and a result
+outputs of a gufunc) are written in place on the device and marked changed there (and
+downloaded at once if a host view of them is kept: :mod:`smartarray._host_exports`), and a result
 the ufunc allocates comes back as a device-resident SmartArray. :func:`install_dispatch_hooks`
 (run when smartarray is imported) routes every call of a plain CUDA ufunc, gufunc or
 ``ufunc.reduce`` that involves a SmartArray or an intent through it, so user code needs no

@@ -9,7 +9,9 @@ and the intents ``In``/``Out``/``InOut`` are ``ArgHint`` subclasses, so every la
 2. for writing intents, treats the device copy as stale until the launch has been enqueued
    (so a launch that fails leaves the host copy authoritative),
 3. appends a callback to ``retr``, run by numba.cuda right after the launch, that marks the
-   device copy changed (``InOut``/``Out``) and records an event on the stream,
+   device copy changed (``InOut``/``Out``) and records an event on the stream; for a written
+   array with a live host export (a kept ``np.asarray(a)``), the launch's
+   :class:`~smartarray._host_exports.LaunchRefresh`, last in ``retr``, then downloads it,
 4. returns what the launch needs: the device array (simulator) or numba-cuda's strided
    memory view of it (hardware, through ``numba.cuda.In(devary).to_device``).
 
