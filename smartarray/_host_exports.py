@@ -31,9 +31,10 @@ kept view would silently show old values. This module keeps such views current i
   the ledger), ordered after the write on its stream and waited for
   (:meth:`~smartarray._coherence.Allocation.refresh_host_exports`): both copies are current
   afterwards. Kernel launches do it once per written allocation, after every argument's flags
-  are set (:class:`LaunchRefresh`, called by numba-cuda after the launch); CUDA ufuncs after
+  are set and the launch's pins are released (:class:`LaunchRefresh`); CUDA ufuncs after
   their call; ``SmartArray.mark_changed('gpu')`` at once. This is Numba's conservative
-  copy-back for ndarrays, paid only while an export lives.
+  copy-back for ndarrays, paid only while an export lives (a launch with no live export pays
+  one truth test per written argument).
 
 Taking an export costs no copy when the host copy is current (one download from the
 ``DEVICE`` state, as any host read); releasing it costs nothing and changes no flag. Device
@@ -53,6 +54,7 @@ from ._errors import TransferError
 
 if TYPE_CHECKING:
     from ._coherence import Allocation
+    from ._memory import LaunchPins
 
 
 class _Anchor(np.ndarray):
@@ -111,10 +113,11 @@ def refresh(alloc: Allocation, stream: Any = None) -> None:
 class LaunchRefresh:
     """Refreshes the live host exports of the allocations one kernel launch wrote.
 
-    Kept last in the launch's ``retr`` list (numba-cuda calls its items in order right after
-    the launch): after every argument's flags are set, so that an allocation behind several
-    written arguments (``k(x, x)``) is downloaded once, and after the launch's pins are
-    released, so that a refused download (``no_transfers()``) leaves nothing pinned.
+    Made by the first argument callback of a launch that finds a written allocation with live
+    exports (:func:`after_launch_write`), and run by the launch's pins once they are released
+    (``LaunchPins.after_release``): after every argument's flags are set, so that an
+    allocation behind several written arguments (``k(x, x)``) is downloaded once, and with
+    nothing left pinned if the download is refused (``no_transfers()``).
     """
 
     __slots__ = ("written",)
@@ -122,27 +125,17 @@ class LaunchRefresh:
     def __init__(self) -> None:
         self.written: list[tuple[Allocation, Any]] = []
 
-    def add(self, alloc: Allocation, stream: Any) -> None:
-        """``alloc`` was written by the launch on ``stream`` (its flags already set)."""
-        if alloc.host_exports:
-            self.written.append((alloc, stream))
-
     def __call__(self) -> None:
         written, self.written = self.written, []
         for alloc, stream in written:
             refresh(alloc, stream)
 
 
-def launch_refresh(retr: list[Any], create: bool) -> LaunchRefresh | None:
-    """The :class:`LaunchRefresh` of the launch whose ``retr`` list this is, moved to the end
-    of the list (made if ``create``; None if there is none)."""
-    for index, item in enumerate(retr):
-        if type(item) is LaunchRefresh:
-            del retr[index]
-            break
-    else:
-        if not create:
-            return None
-        item = LaunchRefresh()
-    retr.append(item)
-    return item
+def after_launch_write(pins: LaunchPins, alloc: Allocation, stream: Any) -> None:
+    """A launch wrote ``alloc`` on ``stream`` (its flags are set) and ``alloc`` has live host
+    exports: refresh them once the launch's ``pins`` are released."""
+    refresh_later = pins.after_release
+    if not isinstance(refresh_later, LaunchRefresh):
+        refresh_later = LaunchRefresh()
+        pins.after_release = refresh_later
+    refresh_later.written.append((alloc, stream))

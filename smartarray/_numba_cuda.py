@@ -10,8 +10,8 @@ and the intents ``In``/``Out``/``InOut`` are ``ArgHint`` subclasses, so every la
    (so a launch that fails leaves the host copy authoritative),
 3. appends a callback to ``retr``, run by numba.cuda right after the launch, that marks the
    device copy changed (``InOut``/``Out``) and records an event on the stream; for a written
-   array with a live host export (a kept ``np.asarray(a)``), the launch's
-   :class:`~smartarray._host_exports.LaunchRefresh`, last in ``retr``, then downloads it,
+   array with a live host export (a kept ``np.asarray(a)``), the launch's pins, last in
+   ``retr``, then download it (:mod:`smartarray._host_exports`),
 4. returns what the launch needs: the device array (simulator) or numba-cuda's strided
    memory view of it (hardware, through ``numba.cuda.In(devary).to_device``).
 
@@ -62,17 +62,15 @@ def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> 
             alloc.device_read(stream)
         else:
             alloc.device_written(stream)
-            assert refresh is not None
-            refresh.add(alloc, stream)  # kept host views (np.asarray) are downloaded into
+            if alloc.host_exports:  # kept host views (np.asarray): downloaded after the pins
+                _host_exports.after_launch_write(pins, alloc, stream)
 
     retr.append(after_launch)
     # numba-cuda calls ``retr``'s items in order after the launch: the pins go last, once
     # every argument's flags are set (an output overwritten whole from the host state looks
-    # clean until then, and another thread's eviction could drop it with its results); only
-    # the refresh of live host exports comes after them.
+    # clean until then, and another thread's eviction could drop it with its results).
     retr.remove(pins)
     retr.append(pins)
-    refresh = _host_exports.launch_refresh(retr, create=intent != "in")
     if _backend.is_simulator():
         if intent == "in":
             from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray

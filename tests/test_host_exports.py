@@ -28,6 +28,7 @@ from numba import cuda
 
 import smartarray as sa
 from smartarray import _memory
+from smartarray._coherence import Allocation
 from smartarray._host_exports import live_exports
 
 N = 8
@@ -364,19 +365,20 @@ def test_an_exported_array_stays_evictable_and_freeable() -> None:
 
 
 @pytest.fixture
-def evict_when_unpinned(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Another thread's eviction, run the moment a launch's pins are released."""
-    release = _memory.LaunchPins.__call__
+def evict_before_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread's eviction, run after a launch's pins are released and before its
+    refresh of live host exports takes the allocation's lock."""
+    refresh = Allocation.refresh_host_exports
 
-    def release_then_evict(self: _memory.LaunchPins) -> None:
-        release(self)
+    def evict_then_refresh(self: Allocation, stream: Any = None) -> None:
         _memory._evict_down_to(0, keep=())
+        refresh(self, stream)
 
-    monkeypatch.setattr(_memory.LaunchPins, "__call__", release_then_evict)
+    monkeypatch.setattr(Allocation, "refresh_host_exports", evict_then_refresh)
 
 
 @device
-@pytest.mark.usefixtures("evict_when_unpinned")
+@pytest.mark.usefixtures("evict_before_refresh")
 def test_a_spill_between_the_launch_and_the_refresh_is_the_only_download() -> None:
     x = sa.SmartArray(np.zeros(N), label="x")
     h = np.asarray(x)
