@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from . import _adoption, _backend, _fastpath, _hooks, _host_buffers, _host_exports, _numpy_protocols
+from . import (
+    _adoption,
+    _backend,
+    _fastpath,
+    _hooks,
+    _host_buffers,
+    _host_exports,
+    _numpy_protocols,
+)
 from ._coherence import Allocation, State
 from ._errors import HostMemory, Where, normalize_host_memory, normalize_where
 from ._layout import (
