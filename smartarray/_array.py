@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from . import _adoption, _backend, _fastpath, _hooks, _host_buffers, _numpy_protocols
+from . import (
+    _adoption,
+    _backend,
+    _fastpath,
+    _hooks,
+    _host_buffers,
+    _host_exports,
+    _numpy_protocols,
+)
 from ._coherence import Allocation, State
 from ._errors import HostMemory, Where, normalize_host_memory, normalize_where
 from ._layout import (
@@ -464,7 +472,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         Notes
         -----
         The returned array is a raw buffer: if you write through it, call
-        ``mark_changed(where)`` afterwards, or the other copy stays marked current.
+        ``mark_changed(where)`` afterwards, or the other copy stays marked current. Unlike
+        ``np.asarray(a)``, a host buffer kept from ``get('host')`` is not refreshed after
+        later device writes: call ``get('host')`` again before reading it.
         """
         side = normalize_where(where)
         if side == "host":
@@ -478,6 +488,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def mark_changed(self, where: str = "host") -> None:
         """Declare that the ``where`` copy was modified, making the other copy stale.
 
+        ``mark_changed('gpu')`` while a host view handed out by ``np.asarray(a)`` or
+        ``memoryview(a)`` is alive copies the device copy back at once (one download), so that
+        the view shows the new data; both copies are then current.
+
         Raises
         ------
         ValueError
@@ -487,6 +501,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             copy back. Call ``mark_changed`` on the writable array you wrote through.
         RuntimeError
             If the ``where`` copy was itself stale (nothing valid was written over).
+        TransferError
+            Inside ``no_transfers()``, when a live host view needs that download (the device
+            copy is then marked changed, and the host copy stale).
         """
         side = normalize_where(where)
         if not self._writeable:
@@ -495,7 +512,11 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 "nothing can be written through it. Call mark_changed on the writable "
                 "SmartArray you wrote through (flags unchanged)"
             )
-        self._alloc.mark_changed(side)
+        alloc = self._alloc
+        with alloc.lock:
+            alloc.mark_changed(side)
+            if side == "gpu":  # host views handed out by np.asarray are kept current
+                _host_exports.refresh(alloc)
 
     def is_valid(self, where: str) -> bool:
         """True when the ``where`` copy (``'host'`` or ``'gpu'``) is current."""
@@ -900,7 +921,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             alloc.mark_changed("host")
 
     def __buffer__(self, flags: int) -> memoryview:
-        """Buffer protocol (Python 3.12+, ``memoryview(a)``): the host copy, read-only.
+        """Buffer protocol (Python 3.12+, ``memoryview(a)``): the host copy, read-only, kept
+        current after device writes while the buffer is held (like :meth:`__array__`).
 
         A writable buffer is refused (``BufferError``): writes through it could not be seen
         by the coherence state. Use ``a.get('host')`` and ``a.mark_changed('host')``.
@@ -911,8 +933,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 "invisible to its coherence state); write through a.get('host') and call "
                 "a.mark_changed('host')"
             )
-        with self._alloc.lock:
-            return memoryview(self._host_view(write=False))  # type: ignore[arg-type]
+        alloc = self._alloc
+        with alloc.lock:  # (kept current after device writes while the memoryview lives)
+            return memoryview(_host_exports.export(alloc, self._host_view(write=False)))  # type: ignore[arg-type]
 
     def __contains__(self, value: Any) -> bool:
         return value in self._host_view(write=False)
@@ -924,19 +947,27 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
         A read-only view is handed out so that code writing through ``np.asarray(a)`` fails
         loudly instead of leaving a stale device copy. Use :meth:`get` for a writable buffer.
+        While the view (or any view derived from it) is alive, device writes of this array
+        (kernel launches, CUDA ufunc outputs, ``mark_changed('gpu')``) are copied back at once,
+        so that it never shows stale data (see :mod:`smartarray._host_exports`).
         """
-        with self._alloc.lock:
-            host = self._host_view(write=False)
+        alloc = self._alloc
+        with alloc.lock:
+            # (no copy or wait needed: the cached view as it is, checked under the lock)
+            host = _fastpath.readable_host(self)
+            if host is None:
+                host = self._host_view(write=False)
             if copy:
                 return np.array(host, dtype=dtype, copy=True)
-        if dtype is not None and np.dtype(dtype) != host.dtype:
-            if copy is False:
-                raise ValueError(
-                    f"Unable to avoid copy while converting from {host.dtype} to {np.dtype(dtype)}"
-                )
-            return host.astype(dtype)
-        # A new ndarray object: a caller setting its .shape must not change the cached view.
-        return host.view()
+            if dtype is None or np.dtype(dtype) == host.dtype:
+                # A new ndarray object (a caller setting its .shape must not change the cached
+                # view), counted as a live export: kept current after device writes.
+                return _host_exports.export(alloc, host)
+        if copy is False:
+            raise ValueError(
+                f"Unable to avoid copy while converting from {host.dtype} to {np.dtype(dtype)}"
+            )
+        return host.astype(dtype)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         return _numpy_protocols.array_ufunc(ufunc, method, inputs, kwargs)

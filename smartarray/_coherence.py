@@ -116,6 +116,11 @@ class Allocation:
         # True while the device buffer (current or exported) was allocated by smartarray and
         # is charged to the device memory budget (adopted device arrays are the caller's).
         self._device_owned = False
+        # One item per live host export (np.asarray, memoryview: smartarray._host_exports),
+        # a counter whose updates are atomic: appended under the lock, popped by the export's
+        # finalizer, which may run in any thread at any time. While it is not empty, device
+        # writes are downloaded at once (refresh_host_exports).
+        self.host_exports: list[None] = []
         if host_memory == "mapped":
             if self.host is None:
                 self.host = _host_buffers.host_empty(shape, dtype, order, "mapped")
@@ -310,6 +315,24 @@ class Allocation:
         with self.lock:
             if self.device is not None:
                 self._exported_device = self.device
+
+    def refresh_host_exports(self, stream: Any = None) -> None:
+        """Device work wrote this allocation: if host exports are alive, bring them up to date.
+
+        With a live export (``np.asarray(a)`` kept by the caller, see
+        :mod:`smartarray._host_exports`) and the device copy the only current one, the device
+        copy is downloaded on ``stream`` (after the device work on it) and the host waits for
+        the copy: both copies are current when this returns. Without live exports, nothing
+        happens. Raises :class:`TransferError` (state unchanged) inside ``no_transfers()``.
+        """
+        if not self.host_exports:
+            return
+        with self.lock:
+            if not self.host_exports:
+                return
+            if self.state is State.DEVICE:
+                self._download(stream)
+            self.wait_host()  # (mapped memory: waits for the device work that wrote it)
 
     # --- releasing ------------------------------------------------------------------------
 

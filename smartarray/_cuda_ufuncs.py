@@ -7,7 +7,8 @@ Numba device arrays.
 
 :class:`SmartUFunc` handles SmartArrays precisely instead: inputs are made current on the
 device (on the call's stream) and stay valid on both sides, outputs (``out=``, or positional
-outputs of a gufunc) are written in place on the device and marked changed there, and a result
+outputs of a gufunc) are written in place on the device and marked changed there (and
+downloaded at once if a host view of them is kept: :mod:`smartarray._host_exports`), and a result
 the ufunc allocates comes back as a device-resident SmartArray. :func:`install_dispatch_hooks`
 (run when smartarray is imported) routes every call of a plain CUDA ufunc, gufunc or
 ``ufunc.reduce`` that involves a SmartArray or an intent through it, so user code needs no
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _backend, _memory
+from . import _backend, _host_exports, _memory
 from ._array import SmartArray
 from ._intents import In, Out, _Intent
 
@@ -226,6 +227,8 @@ class SmartUFunc:
         # Unpinned only now: an output overwritten whole from the host state looks clean (its
         # device copy stale) until device_written, and could be dropped with its results.
         launch()
+        for array in written:  # kept host views (np.asarray) of outputs: downloaded into
+            _host_exports.refresh(array._alloc, stream)
         if outputs:
             return outputs[0] if len(outputs) == 1 else outputs
         if not read or any(_is_device_array(a) for a in inputs):

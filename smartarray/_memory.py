@@ -113,11 +113,15 @@ class LaunchPins:
     They cannot be evicted until the launch is enqueued: calling the object (numba-cuda calls
     everything in a launch's ``retr`` list right after the launch) or dropping it releases
     them. Each allocation's state when the launch first touched it is kept, so that a launch
-    whose preparation fails can put every flag back (:meth:`abort`).
+    whose preparation fails can put every flag back (:meth:`abort`). ``after_release``, if
+    set (by the launch's argument callbacks, which run before the pins), is called once the
+    pins are released: the launch's follow-up work (downloads that keep host views current,
+    :mod:`smartarray._host_exports`).
     """
 
     def __init__(self) -> None:
         self.states: dict[int, tuple[Allocation, State]] = {}
+        self.after_release: Callable[[], None] | None = None
         with _BUDGET.lock:
             _BUDGET.launches.add(self)
 
@@ -137,6 +141,9 @@ class LaunchPins:
         with _BUDGET.lock:
             _BUDGET.launches.discard(self)
             self.states.clear()
+        after, self.after_release = self.after_release, None
+        if after is not None:
+            after()
 
 
 def launch_pins(retr: list[Any]) -> LaunchPins:

@@ -9,7 +9,9 @@ and the intents ``In``/``Out``/``InOut`` are ``ArgHint`` subclasses, so every la
 2. for writing intents, treats the device copy as stale until the launch has been enqueued
    (so a launch that fails leaves the host copy authoritative),
 3. appends a callback to ``retr``, run by numba.cuda right after the launch, that marks the
-   device copy changed (``InOut``/``Out``) and records an event on the stream,
+   device copy changed (``InOut``/``Out``) and records an event on the stream; for a written
+   array with a live host export (a kept ``np.asarray(a)``), the launch's pins, last in
+   ``retr``, then download it (:mod:`smartarray._host_exports`),
 4. returns what the launch needs: the device array (simulator) or numba-cuda's strided
    memory view of it (hardware, through ``numba.cuda.In(devary).to_device``).
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _backend, _hooks, _memory
+from . import _backend, _hooks, _host_exports, _memory
 from ._array import SmartArray
 from ._launch_intents import bare_intent
 
@@ -60,6 +62,8 @@ def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> 
             alloc.device_read(stream)
         else:
             alloc.device_written(stream)
+            if alloc.host_exports:  # kept host views (np.asarray): downloaded after the pins
+                _host_exports.after_launch_write(pins, alloc, stream)
 
     retr.append(after_launch)
     # numba-cuda calls ``retr``'s items in order after the launch: the pins go last, once

@@ -573,3 +573,27 @@ def test_gufunc_reading_its_output_on_hardware() -> None:
             result = np.asarray(y)
         assert t.h2d_count == (2 if out == "plain" else 1) and t.d2h_count == 1
         np.testing.assert_array_equal(result, 3.0 * np.arange(1.0, 9.0))
+
+
+def test_a_kept_host_view_is_current_when_a_launch_on_a_stream_returns(add_ufunc) -> None:  # type: ignore[no-untyped-def]
+    stream = cuda.stream()
+    x = sa.zeros(N, label="kept")
+    h = np.asarray(x)
+    blocks = (N + 255) // 256
+    with sa.track_transfers() as t:
+        spin_add[blocks, 256, stream](x, 2.0, 20000)  # long: still running when launched
+        # No synchronisation by the caller: the download after the kernel was waited for.
+        np.testing.assert_allclose(h, np.full(N, 2.0))
+        add_ufunc(x, x, out=x, stream=stream)
+        np.testing.assert_allclose(h, np.full(N, 4.0))
+    assert (t.h2d_count, t.d2h_count) == (1, 2) and x.location == "both"
+    assert all(r.asynchronous for r in t.records if r.direction == "d2h")
+
+
+def test_a_kept_host_view_of_mapped_memory_waits_for_the_kernel() -> None:
+    a = sa.zeros(N, host_memory="mapped")
+    h = np.asarray(a)
+    with sa.track_transfers() as t:
+        spin_add[(N + 255) // 256, 256](a, 1.0, 20000)
+        np.testing.assert_allclose(h, np.ones(N))
+    assert t.count == 0

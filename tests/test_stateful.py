@@ -50,6 +50,8 @@ class CoherenceMachine(RuleBasedStateMachine):
         self.model = np.array(data)
         self.array = sa.SmartArray(self.model.copy())
         self.host_valid, self.device_valid = True, False
+        self.export: np.ndarray | None = None  # a kept np.asarray(array)[lo:hi]
+        self.export_span = (0, N)
         if on_gpu and DEVICE:
             self.expect_step(lambda: self.array.get("gpu"), h2d=1)
             self.device_valid = True
@@ -74,7 +76,12 @@ class CoherenceMachine(RuleBasedStateMachine):
         self.host_valid, self.device_valid = True, False
 
     def device_written(self) -> None:
-        self.host_valid, self.device_valid = False, True
+        # A live host export is refreshed by every device write: both copies stay current.
+        self.host_valid, self.device_valid = self.export is not None, True
+
+    def refreshes(self) -> int:
+        """Downloads a device write makes: one while a host export is alive."""
+        return 0 if self.export is None else 1
 
     # --- host writes ---------------------------------------------------------------------
 
@@ -240,14 +247,16 @@ class CoherenceMachine(RuleBasedStateMachine):
     def write_through_get_gpu(self, i: int, v: float) -> None:
         device = self.expect_step(lambda: self.array.get("gpu"), h2d=self.device_needs())
         device[i] = v
-        self.array.mark_changed("gpu")
+        self.expect_step(lambda: self.array.mark_changed("gpu"), d2h=self.refreshes())
         self.model[i] = v
         self.device_written()
 
     @needs_device
     @rule(v=value)
     def kernel_writes(self, v: float) -> None:
-        self.expect_step(lambda: self.add[1, N](self.array, v), h2d=self.device_needs())
+        self.expect_step(
+            lambda: self.add[1, N](self.array, v), h2d=self.device_needs(), d2h=self.refreshes()
+        )
         self.model += v
         self.device_written()
 
@@ -255,7 +264,9 @@ class CoherenceMachine(RuleBasedStateMachine):
     @rule(s=span, v=value)
     def kernel_writes_view(self, s: tuple[int, int], v: float) -> None:
         view = self.array[s[0] : s[1]]
-        self.expect_step(lambda: self.add[1, N](view, v), h2d=self.device_needs())
+        self.expect_step(
+            lambda: self.add[1, N](view, v), h2d=self.device_needs(), d2h=self.refreshes()
+        )
         self.model[s[0] : s[1]] += v
         self.device_written()
 
@@ -263,7 +274,9 @@ class CoherenceMachine(RuleBasedStateMachine):
     @rule(v=value)
     def kernel_overwrites_out(self, v: float) -> None:
         # Out intent: no host-to-device copy at all, whatever the state.
-        self.expect_step(lambda: self.copy[1, N](sa.Out(self.array), sa.In(self.zeros)))
+        self.expect_step(
+            lambda: self.copy[1, N](sa.Out(self.array), sa.In(self.zeros)), d2h=self.refreshes()
+        )
         self.model[:] = 0.0
         self.device_written()
 
@@ -274,7 +287,9 @@ class CoherenceMachine(RuleBasedStateMachine):
         addend = sa.full(N, v, where="gpu")
         with numba_ufunc_support():
             self.expect_step(
-                lambda: _UFUNC_ADD(self.array, addend, out=self.array), h2d=self.device_needs()
+                lambda: _UFUNC_ADD(self.array, addend, out=self.array),
+                h2d=self.device_needs(),
+                d2h=self.refreshes(),
             )
         self.model += v
         self.device_written()
@@ -358,10 +373,33 @@ class CoherenceMachine(RuleBasedStateMachine):
         assert self.array.location == state
         np.testing.assert_array_equal(np.asarray(self.array), self.model)
 
+    @rule(s=span)
+    def keep_host_export(self, s: tuple[int, int]) -> None:
+        # A view derived from np.asarray(array), kept: every later device write refreshes it.
+        self.export = self.expect_step(
+            lambda: np.asarray(self.array)[s[0] : s[1]], d2h=self.host_needs()
+        )
+        self.export_span = s
+        self.host_valid = True
+
+    @precondition(lambda self: self.export is not None)
+    @rule()
+    def release_host_export(self) -> None:
+        def act() -> None:
+            self.export = None
+
+        self.expect_step(act)  # costs nothing, changes no flag
+
     @rule()
     def free_device(self) -> None:
         self.expect_step(self.array.free_device, d2h=self.host_needs())
         self.host_valid, self.device_valid = True, False
+
+    @invariant()
+    def host_export_is_current(self) -> None:
+        if getattr(self, "export", None) is not None:
+            lo, hi = self.export_span
+            np.testing.assert_array_equal(self.export, self.model[lo:hi])
 
     @invariant()
     def flags_match_model(self) -> None:
