@@ -168,6 +168,8 @@ def _foreign_override(values: Iterable[Any], attribute: str) -> bool:
 
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: dict) -> Any:
     """Implementation of ``SmartArray.__array_ufunc__``."""
+    if not isinstance(ufunc, np.ufunc) and method == "__call__":
+        inputs, kwargs = _normalize_foreign_ufunc_call(ufunc, inputs, kwargs)
     if "out" not in kwargs and "where" not in kwargs:
         if method == "__call__":  # results are new arrays
             result = _fastpath.call_ufunc(ufunc, inputs, kwargs)
@@ -196,7 +198,8 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
         else:
             host_inputs = tuple(call.unwrap(x) for x in inputs)
         if out:
-            kwargs = dict(kwargs, out=tuple(call.unwrap(o, write=True) for o in out))
+            host_out = tuple(call.unwrap(o, write=True) for o in out)
+            kwargs = dict(kwargs, out=_foreign_out(ufunc, host_out))
         if "where" in kwargs:
             kwargs["where"] = call.unwrap(kwargs["where"])
         result = getattr(ufunc, method)(*host_inputs, **kwargs)
@@ -208,6 +211,37 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
     if method == "at":
         return None
     return call.wrap(result)
+
+
+def _normalize_foreign_ufunc_call(
+    ufunc: Any, inputs: tuple[Any, ...], kwargs: dict
+) -> tuple[tuple[Any, ...], dict]:
+    """Put a ufunc-like object's call in the form numpy gives ``__array_ufunc__``.
+
+    numpy moves positional outputs into ``out=`` and makes ``out`` a tuple before calling
+    ``__array_ufunc__``; Numba's CPU ``@vectorize`` (``DUFunc``) passes its arguments as it got
+    them (``f(a, a)``, ``f(a, out=a)``). Without this, an output would be unwrapped as a
+    read-only input or tested for truth. numpy-style ``out`` is then passed on as a tuple,
+    which ``DUFunc`` accepts only with one element: a single output is passed bare again by
+    :func:`_foreign_out`.
+    """
+    nin = getattr(ufunc, "nin", None)
+    if isinstance(nin, int) and len(inputs) > nin:
+        if "out" in kwargs:
+            raise TypeError(f"{ufunc.__name__}() got outputs both positionally and as out=")
+        kwargs = dict(kwargs, out=inputs[nin:])
+        inputs = inputs[:nin]
+    out = kwargs.get("out")
+    if out is not None and not isinstance(out, tuple):
+        kwargs = dict(kwargs, out=(out,))
+    elif out is None and "out" in kwargs:
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    return inputs, kwargs
+
+
+def _foreign_out(ufunc: Any, out: tuple[Any, ...]) -> Any:
+    """``out`` as ``ufunc`` takes it: numpy ufuncs a tuple, other ufunc-likes a single output."""
+    return out if isinstance(ufunc, np.ufunc) or len(out) != 1 else out[0]
 
 
 # Returned by a special implementation that cannot handle its arguments: use numpy itself.
