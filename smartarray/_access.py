@@ -382,6 +382,28 @@ class _Analysis:
             out |= self._of(value)
         return out
 
+    def _new_array_from_operator(self, target: ir.Var, value: ir.Expr) -> bool:
+        """Whether ``target = value`` is NumPy arithmetic making a new array (typed IR only).
+
+        An array expression (Numba's rewrite of whole-array operators and ufuncs) and an
+        operator (``x + 1``, ``-x``) whose operands are all arrays or numbers and whose result
+        is an array allocate their result, as in NumPy: it is not a view of the operands.
+        """
+        if value.op not in ("arrayexpr", "binop", "unary"):
+            return False
+        if not isinstance(self._type_of(target), types.Array):
+            return False
+        if value.op == "arrayexpr":
+            return True
+        return all(
+            isinstance(self._type_of(var), (types.Array, types.Number, types.Boolean))
+            for var in value.list_vars()
+        )
+
+    def _type_of(self, var: ir.Var) -> Any:
+        """The Numba type of ``var`` (None in untyped IR)."""
+        return None if self.typemap is None else self.typemap.get(var.name)
+
     def _can_alias(self, var: ir.Var) -> bool:
         """False when the variable's type cannot refer to array memory (typed IR only)."""
         if self.typemap is None:
@@ -407,6 +429,9 @@ class _Analysis:
             return self._of(value.value)
         if op == "getattr":
             return frozenset() if value.attr in _METADATA_ATTRS else self._of(value.value)
+        if self._new_array_from_operator(target, value):
+            self.fresh.add(target.name)
+            return frozenset()
         if op in ("binop", "unary", "inplace_binop", "arrayexpr"):
             # New arrays or scalars; tuples concatenated or repeated keep their items.
             return self._union(value.list_vars())

@@ -348,6 +348,32 @@ def _shape_function(attribute: str) -> Callable[..., Any]:
     return apply
 
 
+def _dtype_function(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``func`` (which reads only dtypes, such as ``np.result_type``) on layout stand-ins."""
+
+    def apply(*args: Any, **kwargs: Any) -> Any:
+        SmartArray = _cls
+        return func(
+            *(a._template() if isinstance(a, SmartArray) else a for a in args),
+            **{k: v._template() if isinstance(v, SmartArray) else v for k, v in kwargs.items()},
+        )
+
+    return apply
+
+
+def _memory_overlap_function(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``np.may_share_memory``/``np.shares_memory`` of two views of one allocation, answered
+    from their layouts (no copy, even when the host copy is stale); anything else: numpy."""
+
+    def apply(a: Any, b: Any = None, *args: Any, **kwargs: Any) -> Any:
+        SmartArray = _cls
+        if isinstance(b, SmartArray) and b._alloc is a._alloc:
+            return func(a._template(), b._template(), *args, **kwargs)
+        return _FALLBACK
+
+    return apply
+
+
 def _reshape(
     array: SmartArray,
     shape: Any = None,
@@ -397,6 +423,11 @@ _SPECIAL: dict[Callable[..., Any], Callable[..., Any]] = {
     np.ndim: _shape_function("ndim"),
     np.size: _shape_function("size"),
     np.copy: lambda a, order="K", subok=False: a.copy(order),
+    np.result_type: _dtype_function(np.result_type),
+    np.iscomplexobj: _dtype_function(np.iscomplexobj),
+    np.isrealobj: _dtype_function(np.isrealobj),
+    np.may_share_memory: _memory_overlap_function(np.may_share_memory),
+    np.shares_memory: _memory_overlap_function(np.shares_memory),
 }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import inc
-from numba import vectorize
+from numba import njit, vectorize
 
 import smartarray
 from smartarray import SmartArray
@@ -82,3 +82,98 @@ def test_cpu_vectorize_output_with_a_current_device_copy() -> None:
         inc[1, 4](a)  # one upload
         assert a.tolist() == [3.0, 4.0, 5.0, 6.0]  # one download
     assert (ledger.h2d_count, ledger.d2h_count) == (1, 2)
+
+
+# --- @njit functions returning arithmetic on an argument ------------------------------------
+
+
+@njit
+def scaled(x: Any) -> Any:
+    return x * 2.0
+
+
+@njit
+def negated(x: Any) -> Any:
+    return -x
+
+
+@njit
+def compared(x: Any) -> Any:
+    return x > 1.0
+
+
+@njit
+def scaled_then_written(x: Any) -> Any:
+    y = x + 1.0
+    y[0] = 5.0  # writes the new array, not x
+    return y
+
+
+@njit
+def repeated_in_a_tuple(x: Any) -> Any:
+    return (x,) + (x,)  # noqa: RUF005  # concatenation keeps x itself: the caller may write it
+
+
+@pytest.mark.parametrize("function", [scaled, negated, compared, scaled_then_written])
+def test_njit_returning_a_new_array_from_an_argument_only_reads_it(function: Any) -> None:
+    # x * 2.0 is a new array: returning it used to count as returning a view of x, so every
+    # call marked x's device copy stale (one needless upload at the next kernel).
+    a = SmartArray(np.arange(4.0))
+    result = function(a)
+    np.testing.assert_array_equal(result, function.py_func(np.arange(4.0)))
+    report = smartarray.explain_intents(function, a)
+    assert "In (inferred)" in str(report), report
+    np.testing.assert_array_equal(a, np.arange(4.0))
+
+
+def test_njit_returning_an_argument_in_a_tuple_still_writes_it() -> None:
+    a = SmartArray(np.arange(4.0))
+    first, _ = repeated_in_a_tuple(a)
+    assert "InOut (inferred)" in str(smartarray.explain_intents(repeated_in_a_tuple, a))
+    first[0] = 9.0
+    assert a[0] == 9.0
+
+
+@pytest.mark.device
+def test_njit_returning_a_new_array_keeps_the_device_copy() -> None:
+    a = SmartArray(np.arange(4.0))
+    a.to_gpu()
+    with smartarray.track_transfers() as ledger:
+        scaled(a)
+        assert a.location == "both"
+        inc[1, 4](a)
+    assert (ledger.h2d_count, ledger.d2h_count) == (0, 0)
+    np.testing.assert_array_equal(a, np.arange(4.0) + 1)
+
+
+# --- numpy functions that read only dtypes or layouts ----------------------------------------
+
+
+@pytest.mark.device
+@pytest.mark.parametrize(
+    ("function", "expected"),
+    [
+        (lambda a: np.result_type(a, np.float32), np.dtype(np.float64)),
+        (np.iscomplexobj, False),
+        (np.isrealobj, True),
+        (lambda a: np.may_share_memory(a, a[1:]), True),
+        (lambda a: np.may_share_memory(a[:4], a[4:]), False),
+        (lambda a: np.shares_memory(a[::2], a[1::2]), False),
+    ],
+    ids=["result_type", "iscomplexobj", "isrealobj", "may_share", "disjoint", "shares"],
+)
+def test_dtype_and_layout_functions_copy_nothing(function: Any, expected: Any) -> None:
+    a = SmartArray(np.arange(8.0))
+    inc[1, 8](a)  # only the device copy is current
+    with smartarray.no_transfers():
+        assert function(a) == expected
+    assert a.location == "gpu"
+
+
+def test_memory_overlap_of_different_arrays_is_numpys() -> None:
+    a = SmartArray(np.arange(8.0))
+    b = SmartArray(np.arange(8.0))
+    assert not np.may_share_memory(a, b)
+    assert not np.shares_memory(a, np.arange(8.0))
+    assert np.shares_memory(a, a.T)
+    assert np.result_type(a.astype(np.float32), 1.0) == np.float32
