@@ -177,3 +177,67 @@ def test_memory_overlap_of_different_arrays_is_numpys() -> None:
     assert not np.shares_memory(a, np.arange(8.0))
     assert np.shares_memory(a, a.T)
     assert np.result_type(a.astype(np.float32), 1.0) == np.float32
+
+
+# --- a.flat assignments ----------------------------------------------------------------------
+
+
+def test_flat_assignment_writes_like_an_ndarray() -> None:
+    # a.flat was the read-only host view's iterator: a.flat[i] = v raised numpy's
+    # "underlying array is read-only" where an ndarray is written.
+    a = SmartArray(np.arange(6.0).reshape(2, 3))
+    reference = np.arange(6.0).reshape(2, 3)
+    for target in (a, reference):
+        target.flat[2:4] = 9.0
+        target.flat[[0, 5]] = [7.0, 8.0]
+        target.T.flat[1] = -1.0
+        target.flat[np.arange(6) > 4] = 100.0
+    np.testing.assert_array_equal(a, reference)
+    assert a.flat[3] == reference.flat[3]
+    np.testing.assert_array_equal(a.flat[1:4], reference.flat[1:4])
+    assert len(a.flat) == 6 and list(a.flat) == list(reference.flat)
+    a.flat = [1.0, 2.0]
+    reference.flat = [1.0, 2.0]
+    np.testing.assert_array_equal(a, reference)
+    np.testing.assert_array_equal(np.asarray(a.flat), reference.ravel())
+
+
+def test_flat_assignment_to_a_read_only_view_changes_nothing() -> None:
+    a = SmartArray(np.arange(4.0))
+    with pytest.raises(ValueError, match="read-only"):
+        np.broadcast_to(a, (2, 4)).flat[0] = 1.0
+    with pytest.raises(ValueError):
+        a.flat[0] = "not a number"
+    np.testing.assert_array_equal(a, np.arange(4.0))
+
+
+@pytest.mark.device
+def test_flat_assignment_marks_the_device_copy_stale() -> None:
+    a = SmartArray(np.arange(4.0))
+    inc[1, 4](a)  # only the device copy is current
+    with smartarray.track_transfers() as ledger:
+        a.flat[0] = 0.0  # one download, then the device copy is stale
+        assert a.location == "host"
+        inc[1, 4](a)  # one upload
+        assert a.tolist() == [1.0, 3.0, 4.0, 5.0]  # one download
+    assert (ledger.h2d_count, ledger.d2h_count) == (1, 2)
+
+
+@pytest.mark.device
+def test_writing_iterators_numpy_cannot_dispatch_change_nothing() -> None:
+    # Documented difference: they get the read-only np.asarray view and numpy refuses it.
+    a = SmartArray(np.arange(4.0))
+    inc[1, 4](a)  # only the device copy is current
+    with pytest.raises(ValueError, match="read-only"):
+        np.nditer(a, op_flags=[["readwrite"]])
+    with pytest.raises(ValueError, match="writable"):
+        np.random.default_rng(0).random(out=a)
+    assert a.location == "both"  # np.asarray read it: nothing marked written
+    np.testing.assert_array_equal(a.get("gpu").copy_to_host(), [1.0, 2.0, 3.0, 4.0])
+    host = a.get("host")
+    with np.nditer(host, op_flags=[["readwrite"]]) as items:
+        for item in items:
+            item[...] = 2 * item
+    a.mark_changed("host")
+    inc[1, 4](a)
+    assert a.tolist() == [3.0, 5.0, 7.0, 9.0]
