@@ -11,10 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import inc
-from numba import njit, vectorize
+from numba import njit, types, vectorize
+from numba.experimental import jitclass
+from numba.typed import Dict, List
 
 import smartarray
-from smartarray import SmartArray
+from smartarray import SmartArray, SmartArrayKeptError
 
 
 @vectorize(["float64(float64)"])
@@ -241,3 +243,114 @@ def test_writing_iterators_numpy_cannot_dispatch_change_nothing() -> None:
     a.mark_changed("host")
     inc[1, 4](a)
     assert a.tolist() == [3.0, 5.0, 7.0, 9.0]
+
+
+# --- SmartArrays kept by typed containers that outlive the call ------------------------------
+
+
+@njit
+def append_to(container: Any, x: Any) -> None:
+    container.append(x)
+
+
+@njit
+def append_through_a_helper(container: Any, x: Any) -> None:
+    append_to(container, x)
+
+
+@njit
+def typed_list_of(x: Any) -> Any:
+    kept = List()
+    kept.append(x)
+    return kept
+
+
+@njit
+def sum_through_a_local_list(x: Any) -> float:
+    rows = List()
+    rows.append(x)
+    rows.append(x[1:])
+    total = 0.0
+    for row in rows:
+        total += row.sum()
+    return total
+
+
+@njit
+def sum_through_a_local_dict(x: Any) -> float:
+    by_key = Dict()
+    by_key[0] = x
+    return by_key[0].sum()
+
+
+@njit
+def write_first(container: Any) -> None:
+    container[0][0] = 77.0
+
+
+@jitclass([("values", types.float64[:])])
+class Holder:
+    def __init__(self, values: Any) -> None:
+        self.values = values
+
+
+def _list_of_ndarrays() -> Any:
+    kept = List()
+    kept.append(np.zeros(4))
+    return kept
+
+
+def _dict_set(a: SmartArray) -> None:
+    kept = Dict.empty(types.int64, types.float64[:])
+    kept[0] = a
+
+
+@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaTypeSafetyWarning")
+@pytest.mark.parametrize(
+    "keep",
+    [
+        lambda a: List().append(a),
+        lambda a: List([a]),
+        _dict_set,
+        typed_list_of,
+        lambda a: append_to(_list_of_ndarrays(), a),
+        lambda a: append_through_a_helper(_list_of_ndarrays(), a),
+        Holder,
+    ],
+    ids=["List.append", "List([a])", "Dict[k]=a", "returned", "param", "helper", "jitclass"],
+)
+def test_a_typed_container_cannot_keep_a_smartarray(keep: Any) -> None:
+    # A typed List/Dict or jitclass kept the host buffer: later @njit calls wrote it through
+    # the container with the device copy still marked current (and read the host copy after
+    # a kernel wrote the device): silent stale data.
+    a = SmartArray(np.arange(4.0))
+    with pytest.raises(SmartArrayKeptError, match="typed container") as error:
+        keep(a)
+    assert "mark_changed('host')" in str(error.value)
+    np.testing.assert_array_equal(a, np.arange(4.0))
+    assert a.location == "host"
+
+
+def test_typed_containers_that_die_with_the_call_take_smartarrays() -> None:
+    a = SmartArray(np.arange(4.0))
+    assert sum_through_a_local_list(a) == 12.0
+    assert sum_through_a_local_dict(a) == 6.0
+
+
+def test_a_typed_list_of_host_buffers_is_the_documented_way() -> None:
+    a = SmartArray(np.arange(4.0))
+    kept = List()
+    kept.append(a.get("host"))
+    write_first(kept)
+    a.mark_changed("host")
+    assert a[0] == 77.0
+
+
+@pytest.mark.device
+def test_a_refused_container_call_keeps_the_device_copy() -> None:
+    a = SmartArray(np.arange(4.0))
+    inc[1, 4](a)  # only the device copy is current
+    with smartarray.no_transfers(), pytest.raises(SmartArrayKeptError):
+        List().append(a)
+    assert a.location == "gpu"
+    assert a.tolist() == [1.0, 2.0, 3.0, 4.0]
