@@ -374,6 +374,11 @@ def _memory_overlap_function(func: Callable[..., Any]) -> Callable[..., Any]:
     return apply
 
 
+def _nan_to_num(array: SmartArray, copy: bool = True, *args: Any, **kwargs: Any) -> Any:
+    """``np.nan_to_num``: with ``copy=False`` it writes its argument in place."""
+    return call_on_host(np.nan_to_num, (array, copy, *args), kwargs, writes_first=not copy)
+
+
 def _reshape(
     array: SmartArray,
     shape: Any = None,
@@ -423,6 +428,7 @@ _SPECIAL: dict[Callable[..., Any], Callable[..., Any]] = {
     np.ndim: _shape_function("ndim"),
     np.size: _shape_function("size"),
     np.copy: lambda a, order="K", subok=False: a.copy(order),
+    np.nan_to_num: _nan_to_num,
     np.result_type: _dtype_function(np.result_type),
     np.iscomplexobj: _dtype_function(np.iscomplexobj),
     np.isrealobj: _dtype_function(np.isrealobj),

@@ -354,3 +354,40 @@ def test_a_refused_container_call_keeps_the_device_copy() -> None:
         List().append(a)
     assert a.location == "gpu"
     assert a.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+# --- numpy functions that write their argument on request ------------------------------------
+
+
+def test_nan_to_num_without_copy_writes_the_smartarray() -> None:
+    # np.nan_to_num(a, copy=False) failed with numpy's read-only error.
+    a = SmartArray(np.array([np.nan, np.inf, 1.0]))
+    result = np.nan_to_num(a, copy=False, nan=5.0)
+    assert result is a
+    np.testing.assert_array_equal(a, np.nan_to_num(np.array([np.nan, np.inf, 1.0]), nan=5.0))
+    b = SmartArray(np.array([np.nan, 1.0]))
+    copied = np.nan_to_num(b)
+    assert isinstance(copied, SmartArray)
+    np.testing.assert_array_equal(copied, [0.0, 1.0])
+    assert np.isnan(b[0])
+
+
+@pytest.mark.device
+def test_nan_to_num_without_copy_marks_the_device_copy_stale() -> None:
+    a = SmartArray(np.array([np.nan, 1.0]))
+    a.to_gpu()
+    with smartarray.track_transfers() as ledger:
+        np.nan_to_num(a, copy=False)
+        assert a.location == "host"
+        inc[1, 2](a)
+        assert a.tolist() == [1.0, 2.0]
+    assert (ledger.h2d_count, ledger.d2h_count) == (1, 1)
+
+
+def test_require_writeable_is_a_copy_documented() -> None:
+    # np.require cannot be dispatched (documented): a writable copy, not the SmartArray.
+    a = SmartArray(np.arange(3.0))
+    copy = np.require(a, requirements="W")
+    assert type(copy) is np.ndarray and copy.flags.writeable
+    copy[0] = 99.0
+    assert a[0] == 0.0
