@@ -24,7 +24,7 @@ from ._creation import (
     zeros_like,
 )
 from ._cuda_ufuncs import SmartUFunc, cuda_ufunc, install_dispatch_hooks
-from ._errors import DeviceUnavailableError, TransferError
+from ._errors import DeviceUnavailableError, SmartArrayKeptError, TransferError
 from ._explain import ArgumentIntent, IntentReport, explain_intents
 from ._intents import In, InOut, Out
 from ._launch_guard import install_launch_guard
@@ -58,6 +58,7 @@ __all__ = [
     "IntentReport",
     "Out",
     "SmartArray",
+    "SmartArrayKeptError",
     "SmartArrayType",
     "SmartUFunc",
     "TransferError",

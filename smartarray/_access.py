@@ -118,12 +118,16 @@ class ParamAccess:
         False only when the function provably never reads the parameter's elements.
     reasons
         Why it may write (source line and construct), empty when it never writes.
+    kept
+        Why a typed container that outlives the call (``numba.typed.List``/``Dict``, a
+        jitclass) may keep a reference to the parameter's memory; empty when none can.
     """
 
     name: str
     writes: bool
     reads: bool
     reasons: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,11 @@ class FunctionAccess:
         writable view)."""
         index = self.index_of(position)
         return index is None or self.params[index].writes or index in self.returns
+
+    def kept_at(self, position: int) -> tuple[str, ...]:
+        """Why a lasting typed container may keep the argument at ``position`` (empty: none)."""
+        param = self.param_of(position)
+        return () if param is None else param.kept
 
     def reads_at(self, position: int) -> bool:
         """True when the argument at ``position`` may be read."""
@@ -301,6 +310,17 @@ _SCALAR_TYPES = (
 )
 
 
+#: Typed containers that are heap objects: a reference stored in one can outlive the call.
+_LASTING_CONTAINERS = (types.ListType, types.DictType, types.ClassInstanceType, types.StructRef)
+
+
+def _holds_container(typ: Any) -> bool:
+    """Whether a value of Numba type ``typ`` is or holds a lasting typed container."""
+    if isinstance(typ, types.BaseTuple):
+        return any(_holds_container(t) for t in getattr(typ, "types", ()))
+    return isinstance(typ, _LASTING_CONTAINERS)
+
+
 def _type_can_alias(typ: Any) -> bool:
     """Whether a value of Numba type ``typ`` may refer to array memory."""
     if isinstance(typ, types.BaseTuple):
@@ -338,6 +358,8 @@ class _Analysis:
     reads: set[int] = field(default_factory=set)
     returns: set[int] = field(default_factory=set)
     fresh: set[str] = field(default_factory=set)
+    kept: dict[int, list[str]] = field(default_factory=dict)
+    returns_container: bool = False
 
     def run(self, name: str, vararg: int | None) -> FunctionAccess:
         for block in self.blocks.values():
@@ -355,6 +377,11 @@ class _Analysis:
                         if not new <= old:
                             self.alias[stmt.target.name] = old | new
                             changed = True
+        self.returns_container = any(
+            isinstance(stmt, ir.Return) and _holds_container(self._type_of(stmt.value))
+            for block in self.blocks.values()
+            for stmt in block.body
+        )
         for block in self.blocks.values():
             for stmt in block.body:
                 self._effects(stmt)
@@ -364,6 +391,7 @@ class _Analysis:
                 index in self.writes,
                 index in self.reads,
                 tuple(dict.fromkeys(self.writes.get(index, ()))),
+                tuple(dict.fromkeys(self.kept.get(index, ()))),
             )
             for index, param in enumerate(self.names)
         )
@@ -381,6 +409,28 @@ class _Analysis:
         for value in values:
             out |= self._of(value)
         return out
+
+    def _new_array_from_operator(self, target: ir.Var, value: ir.Expr) -> bool:
+        """Whether ``target = value`` is NumPy arithmetic making a new array (typed IR only).
+
+        An array expression (Numba's rewrite of whole-array operators and ufuncs) and an
+        operator (``x + 1``, ``-x``) whose operands are all arrays or numbers and whose result
+        is an array allocate their result, as in NumPy: it is not a view of the operands.
+        """
+        if value.op not in ("arrayexpr", "binop", "unary"):
+            return False
+        if not isinstance(self._type_of(target), types.Array):
+            return False
+        if value.op == "arrayexpr":
+            return True
+        return all(
+            isinstance(self._type_of(var), (types.Array, types.Number, types.Boolean))
+            for var in value.list_vars()
+        )
+
+    def _type_of(self, var: ir.Var) -> Any:
+        """The Numba type of ``var`` (None in untyped IR)."""
+        return None if self.typemap is None else self.typemap.get(var.name)
 
     def _can_alias(self, var: ir.Var) -> bool:
         """False when the variable's type cannot refer to array memory (typed IR only)."""
@@ -407,6 +457,9 @@ class _Analysis:
             return self._of(value.value)
         if op == "getattr":
             return frozenset() if value.attr in _METADATA_ATTRS else self._of(value.value)
+        if self._new_array_from_operator(target, value):
+            self.fresh.add(target.name)
+            return frozenset()
         if op in ("binop", "unary", "inplace_binop", "arrayexpr"):
             # New arrays or scalars; tuples concatenated or repeated keep their items.
             return self._union(value.list_vars())
@@ -497,6 +550,19 @@ class _Analysis:
         for index in params:
             self.writes.setdefault(index, []).append(where + why)
 
+    def _keep(self, params: frozenset[int], container: Any, why: str, loc: Any) -> None:
+        """Record ``params`` as stored into ``container`` if it may outlive the call."""
+        if not params or not isinstance(container, ir.Var):
+            return
+        if not isinstance(self._type_of(container), _LASTING_CONTAINERS):
+            return
+        if not (self._of(container) or self.returns_container):
+            return  # a container made in the function and dropped when it returns
+        line = getattr(loc, "line", None)
+        where = f"line {line}: " if line is not None else ""
+        for index in params:
+            self.kept.setdefault(index, []).append(where + why)
+
     def _read(self, *values: Any) -> None:
         for value in values:
             self.reads |= self._of(value)
@@ -509,10 +575,12 @@ class _Analysis:
             self._read(index, stmt.value)
             if self._escapes_into(stmt.target):
                 self._write(self._of(stmt.value), "stored in a container", loc)
+                self._keep(self._of(stmt.value), stmt.target, "stored in a container", loc)
         elif isinstance(stmt, ir.SetAttr):
             self._write(self._of(stmt.target), f"an attribute store (.{stmt.attr} = ...)", loc)
             if self._keeps_references(stmt.target, types.Record):
                 self._write(self._of(stmt.value), "stored as an attribute", loc)
+                self._keep(self._of(stmt.value), stmt.target, "stored as an attribute", loc)
             self._read(stmt.value)
         elif isinstance(stmt, ir.DelItem):
             self._write(self._of(stmt.target), "del of an element", loc)
@@ -609,6 +677,10 @@ class _Analysis:
                     self._write(self._of(arg), f"written by {callee.description} ({name})", loc)
                 if access.reads_at(position):
                     self._read(arg)
+                for why in access.kept_at(position):
+                    self._write(self._of(arg), f"kept by {callee.description}: {why}", loc)
+                    for index in self._of(arg):
+                        self.kept.setdefault(index, []).append(f"{callee.description}, {why}")
             if kws:
                 every = self._union(kws.values())
                 self._write(every, f"a keyword argument of {callee.description}", loc)
@@ -623,8 +695,12 @@ class _Analysis:
                 self._read(receiver)
                 if self._keeps_references(receiver, types.Array):
                     self._write(self._union(everything), f"kept by {callee.description}", loc)
+                    kept_by = f"kept by {callee.description}"
+                    self._keep(self._union(everything), receiver, kept_by, loc)
             else:
                 if receiver is not None:
+                    kept_by = f"kept by {callee.description}"
+                    self._keep(self._union(everything), receiver, kept_by, loc)
                     everything.append(receiver)
                 self._write(self._union(everything), f"passed to {callee.description}", loc)
             self._read(*everything)

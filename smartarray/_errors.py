@@ -19,6 +19,12 @@ class TransferError(RuntimeError):
     """A host<->device copy happened inside a :func:`smartarray.no_transfers` block."""
 
 
+class SmartArrayKeptError(TypeError):
+    """An ``@njit`` function may keep a SmartArray argument in a typed container (typed
+    ``List``/``Dict``, jitclass) that outlives the call, where compiled code could later
+    read and write its host memory without smartarray knowing."""
+
+
 def normalize_where(where: object) -> Where:
     """Return ``'host'`` or ``'gpu'`` for a user-given ``where`` (``'device'`` is an alias).
 

@@ -38,22 +38,46 @@ _BUILD_WRAPPER, _RUN_PASS = _code_objects()
 
 def param_may_be_written() -> bool:
     """Called by the unboxing code generator: may the function write this parameter?"""
-    frame: Any = sys._getframe(1)
+    found = _compiled_parameter(sys._getframe(1))
+    if found is None:
+        return True
+    access, position = found
+    return access is None or access.may_write(position)
+
+
+def param_kept_by_container() -> tuple[str, str, tuple[str, ...]] | None:
+    """Called by the unboxing code generator: may a typed container that outlives the call
+    keep this parameter? Returns (function name, parameter name, reasons), or None."""
+    found = _compiled_parameter(sys._getframe(1))
+    if found is None:
+        return None
+    access, position = found
+    if access is None:
+        return None
+    reasons = access.kept_at(position)
+    param = access.param_of(position)
+    if not reasons or param is None:
+        return None
+    return access.name, param.name, reasons
+
+
+def _compiled_parameter(frame: Any) -> tuple[_access.FunctionAccess | None, int] | None:
+    """The analysis of the function whose wrapper is being built and the position of the
+    parameter being unboxed; None when that is not known (an unboxing in objmode...)."""
     position = None
     while frame is not None:
         code = frame.f_code
         if code is _BUILD_WRAPPER and position is None:
             innerargs = frame.f_locals.get("innerargs")
             if not isinstance(innerargs, list):
-                return True
+                return None
             position = len(innerargs)
         elif code is _RUN_PASS:
             if position is None:
-                return True  # unboxing inside the function body (objmode): not an argument
-            access = compilation_access(frame.f_locals.get("state"))
-            return access is None or access.may_write(position)
+                return None  # unboxing inside the function body (objmode): not an argument
+            return compilation_access(frame.f_locals.get("state")), position
         frame = frame.f_back
-    return True
+    return None
 
 
 def compilation_access(state: Any) -> _access.FunctionAccess | None:

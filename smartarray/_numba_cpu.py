@@ -49,10 +49,28 @@ from numba.extending import (
 
 from ._array import SmartArray
 from ._coherence import State
+from ._errors import SmartArrayKeptError
 from ._intents import _Intent
-from ._jit_intents import param_may_be_written
+from ._jit_intents import param_kept_by_container, param_may_be_written
 from ._numba_signatures import install_dispatcher_hooks
 from ._numba_types import BOXING_VERSION, SmartArrayType
+
+
+def _refuse_lasting_containers() -> None:
+    """Refuse to compile a function that may keep a SmartArray argument in a typed container
+    (``numba.typed.List``/``Dict``, a jitclass) that outlives the call: compiled code using
+    that container later would read and write the host memory behind smartarray's back."""
+    kept = param_kept_by_container()
+    if kept is None:
+        return
+    function, param, reasons = kept
+    raise SmartArrayKeptError(
+        f"{function} may keep its SmartArray argument {param!r} in a numba typed container "
+        f"or jitclass ({'; '.join(reasons)}); code using that container after the call would "
+        "read and write the array's host memory without smartarray knowing (stale data). "
+        "Pass SmartArrays to each @njit call as arguments (a tuple of them works), or store "
+        "a.get('host') and call a.mark_changed('host') after writing through the container."
+    )
 
 
 class _JitHost:
@@ -445,6 +463,7 @@ def _unbox_smartarray(typ: SmartArrayType, obj: Any, c: Any) -> NativeValue:
     # A writable argument the function provably never writes is unboxed like a read-only
     # one: its device copy stays valid (decided once, per compiled overload). An explicit
     # InOut/Out (same type) still counts as a write: only a bare SmartArray is inferred.
+    _refuse_lasting_containers()
     writes = typ.mutable and param_may_be_written()
     inferred = typ.mutable and not writes
     with builder.if_then(builder.not_(failed), likely=True):

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from ._array import SmartArray
 
 #: Bump whenever the boxing/unboxing protocol of SmartArrayType changes (including the table
-#: of Python objects compiled code fetches, ``smartarray._numba_cpu._LAYOUT``).
-BOXING_VERSION = 3
+#: of Python objects compiled code fetches, ``smartarray._numba_cpu._LAYOUT``, and what the
+#: unboxing refuses or infers: 4 refuses SmartArrays kept by lasting typed containers).
+BOXING_VERSION = 4
 
 
 class SmartArrayType(types.Array):

@@ -168,6 +168,8 @@ def _foreign_override(values: Iterable[Any], attribute: str) -> bool:
 
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: dict) -> Any:
     """Implementation of ``SmartArray.__array_ufunc__``."""
+    if not isinstance(ufunc, np.ufunc) and method == "__call__":
+        inputs, kwargs = _normalize_foreign_ufunc_call(ufunc, inputs, kwargs)
     if "out" not in kwargs and "where" not in kwargs:
         if method == "__call__":  # results are new arrays
             result = _fastpath.call_ufunc(ufunc, inputs, kwargs)
@@ -196,7 +198,8 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
         else:
             host_inputs = tuple(call.unwrap(x) for x in inputs)
         if out:
-            kwargs = dict(kwargs, out=tuple(call.unwrap(o, write=True) for o in out))
+            host_out = tuple(call.unwrap(o, write=True) for o in out)
+            kwargs = dict(kwargs, out=_foreign_out(ufunc, host_out))
         if "where" in kwargs:
             kwargs["where"] = call.unwrap(kwargs["where"])
         result = getattr(ufunc, method)(*host_inputs, **kwargs)
@@ -208,6 +211,37 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
     if method == "at":
         return None
     return call.wrap(result)
+
+
+def _normalize_foreign_ufunc_call(
+    ufunc: Any, inputs: tuple[Any, ...], kwargs: dict
+) -> tuple[tuple[Any, ...], dict]:
+    """Put a ufunc-like object's call in the form numpy gives ``__array_ufunc__``.
+
+    numpy moves positional outputs into ``out=`` and makes ``out`` a tuple before calling
+    ``__array_ufunc__``; Numba's CPU ``@vectorize`` (``DUFunc``) passes its arguments as it got
+    them (``f(a, a)``, ``f(a, out=a)``). Without this, an output would be unwrapped as a
+    read-only input or tested for truth. numpy-style ``out`` is then passed on as a tuple,
+    which ``DUFunc`` accepts only with one element: a single output is passed bare again by
+    :func:`_foreign_out`.
+    """
+    nin = getattr(ufunc, "nin", None)
+    if isinstance(nin, int) and len(inputs) > nin:
+        if "out" in kwargs:
+            raise TypeError(f"{ufunc.__name__}() got outputs both positionally and as out=")
+        kwargs = dict(kwargs, out=inputs[nin:])
+        inputs = inputs[:nin]
+    out = kwargs.get("out")
+    if out is not None and not isinstance(out, tuple):
+        kwargs = dict(kwargs, out=(out,))
+    elif out is None and "out" in kwargs:
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    return inputs, kwargs
+
+
+def _foreign_out(ufunc: Any, out: tuple[Any, ...]) -> Any:
+    """``out`` as ``ufunc`` takes it: numpy ufuncs a tuple, other ufunc-likes a single output."""
+    return out if isinstance(ufunc, np.ufunc) or len(out) != 1 else out[0]
 
 
 # Returned by a special implementation that cannot handle its arguments: use numpy itself.
@@ -314,6 +348,37 @@ def _shape_function(attribute: str) -> Callable[..., Any]:
     return apply
 
 
+def _dtype_function(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``func`` (which reads only dtypes, such as ``np.result_type``) on layout stand-ins."""
+
+    def apply(*args: Any, **kwargs: Any) -> Any:
+        SmartArray = _cls
+        return func(
+            *(a._template() if isinstance(a, SmartArray) else a for a in args),
+            **{k: v._template() if isinstance(v, SmartArray) else v for k, v in kwargs.items()},
+        )
+
+    return apply
+
+
+def _memory_overlap_function(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``np.may_share_memory``/``np.shares_memory`` of two views of one allocation, answered
+    from their layouts (no copy, even when the host copy is stale); anything else: numpy."""
+
+    def apply(a: Any, b: Any = None, *args: Any, **kwargs: Any) -> Any:
+        SmartArray = _cls
+        if isinstance(b, SmartArray) and b._alloc is a._alloc:
+            return func(a._template(), b._template(), *args, **kwargs)
+        return _FALLBACK
+
+    return apply
+
+
+def _nan_to_num(array: SmartArray, copy: bool = True, *args: Any, **kwargs: Any) -> Any:
+    """``np.nan_to_num``: with ``copy=False`` it writes its argument in place."""
+    return call_on_host(np.nan_to_num, (array, copy, *args), kwargs, writes_first=not copy)
+
+
 def _reshape(
     array: SmartArray,
     shape: Any = None,
@@ -363,6 +428,12 @@ _SPECIAL: dict[Callable[..., Any], Callable[..., Any]] = {
     np.ndim: _shape_function("ndim"),
     np.size: _shape_function("size"),
     np.copy: lambda a, order="K", subok=False: a.copy(order),
+    np.nan_to_num: _nan_to_num,
+    np.result_type: _dtype_function(np.result_type),
+    np.iscomplexobj: _dtype_function(np.iscomplexobj),
+    np.isrealobj: _dtype_function(np.isrealobj),
+    np.may_share_memory: _memory_overlap_function(np.may_share_memory),
+    np.shares_memory: _memory_overlap_function(np.shares_memory),
 }
 
 
@@ -422,6 +493,8 @@ def ndarray_members(cls: type) -> dict[str, Any]:
             continue
         if name in REFUSED_METHODS:
             members[name] = _refused(REFUSED_METHODS[name])
+        elif name == "flat":
+            members[name] = property(FlatIterator, _assign_flat, doc=np.ndarray.flat.__doc__)
         elif callable(getattr(np.ndarray, name)):
             members[name] = _forwarded_method(name)
         else:
@@ -452,6 +525,55 @@ def _forwarded_attribute(name: str) -> property:
         return getattr(self._host_view(write=False), name)
 
     return property(get, doc=getattr(np.ndarray, name).__doc__)
+
+
+class FlatIterator:
+    """``a.flat`` of a SmartArray: numpy's flat iterator whose assignments are tracked.
+
+    Reads (indexing, iteration, ``len``, ``coords``…) go to the flat iterator of a read-only
+    host view, as for any other forwarded attribute; ``a.flat[key] = value`` writes the host
+    copy (made current first, one copy if it was stale) and marks the device copy stale,
+    like ``a[key] = value``.
+    """
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: SmartArray) -> None:
+        self._array = array
+
+    def _reader(self) -> np.flatiter:
+        return self._array._host_view(write=False).flat
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._reader()[_host_key(key)]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        def assign(host: np.ndarray, key: Any, value: Any) -> None:
+            host.flat[key] = value
+
+        call_on_host(assign, (self._array, key, value), {}, writes_first=True)
+
+    def __iter__(self) -> Any:
+        return iter(self._reader())
+
+    def __len__(self) -> int:
+        return self._array.size
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return np.asarray(self._reader().copy(), dtype=dtype)
+
+    def __getattr__(self, name: str) -> Any:  # base, coords, index, copy()
+        return getattr(self._reader(), name)
+
+
+def _host_key(key: Any) -> Any:
+    SmartArray = _cls
+    return key._host_view(write=False) if isinstance(key, SmartArray) else key
+
+
+def _assign_flat(array: SmartArray, value: Any) -> None:
+    """``a.flat = value``: every element, repeating ``value`` as numpy does."""
+    FlatIterator(array)[...] = value
 
 
 def _call_bound(array: SmartArray, name: str, mutating: bool, args: tuple, kwargs: dict) -> Any:
