@@ -29,13 +29,14 @@ Usage (from the repository root, with the project's virtual environment active):
     python tools/outside_suites.py cpu            # baseline + shim, then the comparison
     python tools/outside_suites.py cuda
     python tools/outside_suites.py cpu --mode shim --modules test_array_return
-    python tools/outside_suites.py cuda -k "test_array_args or test_slicing"
+    python tools/outside_suites.py cuda -k TestCudaArrayArg test_slicing  # id substrings
 
-Results go to ``--out`` (default ``/tmp/outside-suites``): one JUnit XML file per run, a
-``<suite>-report.json`` with the counts, the regressions (pass in the baseline, not with the
-shim) and the improvements, and the shim statistics. This module is also the pytest plugin
-the runs load (``-p outside_suites``); the plugin does nothing unless
-``SMARTARRAY_OUTSIDE_SHIM`` is ``cpu`` or ``cuda``.
+Results go to ``--out`` (default ``/tmp/outside-suites``): per run a log and a JSON file of
+every test's outcome, and a ``<suite>-report.json`` with the counts, the regressions (pass in
+the baseline, not with the shim), the improvements and the shim statistics. Each run is a
+separate process (``python -m outside_suites --worker ...``) that loads the modules with
+``unittest`` (numba-cuda's test package cannot be collected by pytest from its install path).
+The exit status is 1 when there are regressions.
 """
 
 from __future__ import annotations
@@ -293,9 +294,12 @@ def worker(suite: str, mode: str, modules: list[str], patterns: list[str], out: 
     for module in modules:
         try:
             tests.addTests(loader.loadTestsFromName(module))
-        except Exception as exc:  # an import error is an outcome of the module
-            outcomes[module] = ["error", f"{type(exc).__name__}: {exc}"[:300]]
-    runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=0, resultclass=_Recorder)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # an import error or skip is an outcome of the module
+            kind = "skipped" if "Skip" in type(exc).__name__ else "error"
+            outcomes[module] = [kind, f"{type(exc).__name__}: {exc}"[:300]]
+    runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=2, resultclass=_Recorder)
     result = runner.run(_selected(tests, patterns))
     assert isinstance(result, _Recorder)
     outcomes.update(result.outcomes)
@@ -322,6 +326,7 @@ def _run(suite: str, mode: str, args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tools")])
+    env["PYTHONUNBUFFERED"] = "1"
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     if suite == "cuda":
         env["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -330,11 +335,12 @@ def _run(suite: str, mode: str, args: argparse.Namespace) -> None:
     command += ["--out", str(out), *(["-k", *args.k] if args.k else []), "--modules", *modules]
     started = time.monotonic()
     print(f"[{suite} {mode}] {len(modules)} module(s) ...", flush=True)
-    completed = subprocess.run(
-        command, cwd=out, env=env, capture_output=True, text=True, check=False
-    )
-    (out / f"{suite}-{mode}.log").write_text(completed.stdout + completed.stderr)
-    summary = _last_line(completed.stdout + completed.stderr)
+    log = out / f"{suite}-{mode}.log"
+    with log.open("w") as stream:  # written as the run goes: `tail -f` shows its progress
+        completed = subprocess.run(
+            command, cwd=out, env=env, stdout=stream, stderr=subprocess.STDOUT, check=False
+        )
+    summary = _last_line(log.read_text())
     print(
         f"[{suite} {mode}] {time.monotonic() - started:.0f} s, exit {completed.returncode}: "
         f"{summary}",
