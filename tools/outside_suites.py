@@ -29,6 +29,7 @@ Usage (from the repository root, with the project's virtual environment active):
     python tools/outside_suites.py cpu            # baseline + shim, then the comparison
     python tools/outside_suites.py cuda
     python tools/outside_suites.py cpu --mode shim --modules test_array_return
+    python tools/outside_suites.py cpu --mode recheck   # baseline of the shim's failures only
     python tools/outside_suites.py cuda -k TestCudaArrayArg test_slicing  # id substrings
 
 Results go to ``--out`` (default ``/tmp/outside-suites``): per run a log and a JSON file of
@@ -387,7 +388,12 @@ def compare(suite: str, out: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", choices=("cpu", "cuda"))
-    parser.add_argument("--mode", choices=("both", "baseline", "shim"), default="both")
+    parser.add_argument(
+        "--mode",
+        choices=("both", "baseline", "shim", "recheck"),
+        default="both",
+        help="recheck: after a shim run, run the baseline of its failures only",
+    )
     parser.add_argument("--modules", nargs="*", help="test module names (default: the suite's)")
     parser.add_argument("-k", nargs="*", help="run only tests whose id contains one of these")
     parser.add_argument("--out", default="/tmp/outside-suites")
@@ -396,9 +402,15 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     if args.worker:
         return worker(args.suite, args.worker, args.modules, args.k or [], out)
+    if args.mode == "recheck":
+        # Baseline only for the tests that did not pass with the shim (a quick comparison).
+        shim = json.loads((out / f"{args.suite}-shim.json").read_text())
+        args.k = [test for test, (outcome, _) in shim.items() if outcome in ("failed", "error")]
+        prefix = "numba.tests." if args.suite == "cpu" else "numba.cuda.tests.cudapy."
+        args.modules = sorted({t.removeprefix(prefix).split(".")[0] for t in args.k})
     modes = ("baseline", "shim") if args.mode == "both" else (args.mode,)
     for mode in modes:
-        _run(args.suite, mode, args)
+        _run(args.suite, "baseline" if mode == "recheck" else mode, args)
     if (out / f"{args.suite}-baseline.json").exists() and (
         out / f"{args.suite}-shim.json"
     ).exists():
