@@ -1180,6 +1180,11 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         """Read-only view of the diagonal (``ndarray.diagonal``)."""
         return self._apply_view(lambda t: t.diagonal(offset, axis1, axis2))
 
+    def getfield(self, dtype: Any, offset: int = 0) -> SmartArray:
+        """View of a field of each element, as ``dtype`` at byte ``offset``
+        (``ndarray.getfield``): writable when this array is, like numpy's."""
+        return self._apply_view(lambda t: t.getfield(dtype, offset))
+
     def view(self, dtype: Any = None) -> SmartArray:
         """View of the same memory with another dtype (``ndarray.view``)."""
         if dtype is None:

@@ -339,6 +339,11 @@ def _split_function(name: str) -> Callable[..., Any]:
     return apply
 
 
+def _unstack(array: SmartArray, *, axis: int = 0) -> tuple[SmartArray, ...]:
+    """``np.unstack``: a tuple of views (writable like numpy's), made on the layout only."""
+    return tuple(array._from_template(piece) for piece in np.unstack(array._template(), axis=axis))
+
+
 def _shape_function(attribute: str) -> Callable[..., Any]:
     def apply(array: SmartArray, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs:  # np.size(a, axis)
@@ -435,6 +440,10 @@ _SPECIAL: dict[Callable[..., Any], Callable[..., Any]] = {
     np.may_share_memory: _memory_overlap_function(np.may_share_memory),
     np.shares_memory: _memory_overlap_function(np.shares_memory),
 }
+
+
+if hasattr(np, "unstack"):  # numpy 2.1+
+    _SPECIAL[np.unstack] = _unstack
 
 
 def array_function(

@@ -165,3 +165,62 @@ def test_numba_type_reads_like_numbas_array_type() -> None:
     assert str(sa.In(a)._numba_type_) == "readonly array(float64, 1d, C) (SmartArray)"
     with pytest.raises(TypingError, match=r"add\(array\(float64, 1d, C\) \(SmartArray\)"):
         add_text(a)
+
+
+# --- views numpy returns writable: np.unstack and getfield -----------------------------------
+
+
+@pytest.mark.skipif(not hasattr(np, "unstack"), reason="np.unstack: numpy 2.1+")
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_unstack_gives_writable_views_like_numpy(axis: int) -> None:
+    a = SmartArray(np.arange(6.0).reshape(2, 3))
+    reference = np.arange(6.0).reshape(2, 3)
+    pieces, expected = np.unstack(a, axis=axis), np.unstack(reference, axis=axis)
+    assert isinstance(pieces, tuple) and len(pieces) == len(expected)
+    for piece, want in zip(pieces, expected, strict=True):
+        assert isinstance(piece, SmartArray) and piece.flags.writeable
+        np.testing.assert_array_equal(piece, want)
+        piece[0] = -1.0  # written through, as into the ndarray's view
+        want[0] = -1.0
+    np.testing.assert_array_equal(a, reference)
+
+
+@pytest.mark.skipif(not hasattr(np, "unstack"), reason="np.unstack: numpy 2.1+")
+def test_unstack_of_a_read_only_array_is_read_only() -> None:
+    a = np.broadcast_to(SmartArray(np.arange(3.0)), (2, 3))
+    for piece in np.unstack(a):
+        assert not piece.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            piece[0] = 1.0
+    np.testing.assert_array_equal(a, np.broadcast_to(np.arange(3.0), (2, 3)))
+
+
+def test_getfield_is_a_writable_view_like_numpy() -> None:
+    kind = np.dtype([("x", "f8"), ("y", "i4")])
+    a = SmartArray(np.zeros(3, dtype=kind))
+    reference = np.zeros(3, dtype=kind)
+    field, want = a.getfield(np.dtype("i4"), 8), reference.getfield(np.dtype("i4"), 8)
+    assert isinstance(field, SmartArray) and field.flags.writeable
+    field[...] = [1, 2, 3]
+    want[...] = [1, 2, 3]
+    assert a.tolist() == reference.tolist()
+    np.testing.assert_array_equal(a["y"], [1, 2, 3])
+
+
+@pytest.mark.device
+def test_writing_an_unstacked_view_marks_the_device_copy_stale() -> None:
+    if not hasattr(np, "unstack"):
+        pytest.skip("np.unstack: numpy 2.1+")
+    a = SmartArray(np.zeros((2, 4)))
+    inc[1, 8](a.reshape(8))  # only the device copy is current: all ones
+    with sa.track_transfers() as ledger:
+        rows = np.unstack(a)  # views: nothing copied
+        assert ledger.count == 0
+        rows[1][...] = 5.0  # one download (the rest of the allocation), device copy stale
+        assert a.location == "host"
+    assert ledger.count == 1
+    np.testing.assert_array_equal(a, [[1.0] * 4, [5.0] * 4])
+    with sa.track_transfers() as ledger:
+        inc[1, 8](a.reshape(8))
+    assert ledger.count == 1  # the upload of the written host copy
+    np.testing.assert_array_equal(a, [[2.0] * 4, [6.0] * 4])
