@@ -559,9 +559,11 @@ class _Analysis:
         if not (self._of(container) or self.returns_container):
             return  # a container made in the function and dropped when it returns
         line = getattr(loc, "line", None)
-        where = f"line {line}: " if line is not None else ""
+        self._record_kept(params, f"line {line}: {why}" if line is not None else why)
+
+    def _record_kept(self, params: frozenset[int], why: str) -> None:
         for index in params:
-            self.kept.setdefault(index, []).append(where + why)
+            self.kept.setdefault(index, []).append(why)
 
     def _read(self, *values: Any) -> None:
         for value in values:
@@ -679,8 +681,7 @@ class _Analysis:
                     self._read(arg)
                 for why in access.kept_at(position):
                     self._write(self._of(arg), f"kept by {callee.description}: {why}", loc)
-                    for index in self._of(arg):
-                        self.kept.setdefault(index, []).append(f"{callee.description}, {why}")
+                    self._record_kept(self._of(arg), f"{callee.description}, {why}")
             if kws:
                 every = self._union(kws.values())
                 self._write(every, f"a keyword argument of {callee.description}", loc)

@@ -8,7 +8,7 @@ is made once per compiled overload, while Numba builds the overload's CPython wr
 call pays nothing for it.
 
 Numba's unboxing hook is not told which function or parameter it unboxes for, so
-:func:`param_may_be_written` finds them on the call stack of the compilation: the frame of
+:func:`unboxed_parameter` finds them on the call stack of the compilation: the frame of
 ``PyCallWrapper.build_wrapper`` (the arguments unboxed so far give the parameter's position)
 and, further out, the lowering pass (its ``state`` holds the Python function, the typed IR and
 the type map). Anything else stays pessimistic (may write): a wrapper built some other way,
@@ -36,19 +36,28 @@ def _code_objects() -> tuple[Any, Any]:
 _BUILD_WRAPPER, _RUN_PASS = _code_objects()
 
 
-def param_may_be_written() -> bool:
-    """Called by the unboxing code generator: may the function write this parameter?"""
-    found = _compiled_parameter(sys._getframe(1))
+#: The parameter being unboxed: the analysis of the function being compiled (None when it
+#: cannot be analysed) and the parameter's position.
+UnboxedParameter = tuple["_access.FunctionAccess | None", int]
+
+
+def unboxed_parameter() -> UnboxedParameter | None:
+    """Called by the unboxing code generator: the parameter it unboxes, found once on the
+    compilation's call stack; None when that is not known (an unboxing in objmode...)."""
+    return _compiled_parameter(sys._getframe(1))
+
+
+def may_be_written(found: UnboxedParameter | None) -> bool:
+    """May the function write the parameter ``found`` by :func:`unboxed_parameter`?"""
     if found is None:
         return True
     access, position = found
     return access is None or access.may_write(position)
 
 
-def param_kept_by_container() -> tuple[str, str, tuple[str, ...]] | None:
-    """Called by the unboxing code generator: may a typed container that outlives the call
-    keep this parameter? Returns (function name, parameter name, reasons), or None."""
-    found = _compiled_parameter(sys._getframe(1))
+def kept_by_container(found: UnboxedParameter | None) -> tuple[str, str, tuple[str, ...]] | None:
+    """May a typed container that outlives the call keep the parameter ``found`` by
+    :func:`unboxed_parameter`? Returns (function name, parameter name, reasons), or None."""
     if found is None:
         return None
     access, position = found
@@ -61,7 +70,7 @@ def param_kept_by_container() -> tuple[str, str, tuple[str, ...]] | None:
     return access.name, param.name, reasons
 
 
-def _compiled_parameter(frame: Any) -> tuple[_access.FunctionAccess | None, int] | None:
+def _compiled_parameter(frame: Any) -> UnboxedParameter | None:
     """The analysis of the function whose wrapper is being built and the position of the
     parameter being unboxed; None when that is not known (an unboxing in objmode...)."""
     position = None

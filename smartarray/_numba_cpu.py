@@ -51,16 +51,16 @@ from ._array import SmartArray
 from ._coherence import State
 from ._errors import SmartArrayKeptError
 from ._intents import _Intent
-from ._jit_intents import param_kept_by_container, param_may_be_written
+from ._jit_intents import UnboxedParameter, kept_by_container, may_be_written, unboxed_parameter
 from ._numba_signatures import install_dispatcher_hooks
 from ._numba_types import BOXING_VERSION, SmartArrayType
 
 
-def _refuse_lasting_containers() -> None:
+def _refuse_lasting_containers(found: UnboxedParameter | None) -> None:
     """Refuse to compile a function that may keep a SmartArray argument in a typed container
     (``numba.typed.List``/``Dict``, a jitclass) that outlives the call: compiled code using
     that container later would read and write the host memory behind smartarray's back."""
-    kept = param_kept_by_container()
+    kept = kept_by_container(found)
     if kept is None:
         return
     function, param, reasons = kept
@@ -463,8 +463,9 @@ def _unbox_smartarray(typ: SmartArrayType, obj: Any, c: Any) -> NativeValue:
     # A writable argument the function provably never writes is unboxed like a read-only
     # one: its device copy stays valid (decided once, per compiled overload). An explicit
     # InOut/Out (same type) still counts as a write: only a bare SmartArray is inferred.
-    _refuse_lasting_containers()
-    writes = typ.mutable and param_may_be_written()
+    found = unboxed_parameter()  # (the compilation's call stack, walked once)
+    _refuse_lasting_containers(found)
+    writes = typ.mutable and may_be_written(found)
     inferred = typ.mutable and not writes
     with builder.if_then(builder.not_(failed), likely=True):
         bare = builder.icmp_unsigned("==", pyapi.get_type(obj), const[_CLS])

@@ -150,11 +150,6 @@ def _start(array: SmartArray, frame: FrameType) -> None:
         array._host_ro = None  # and would hand out numpy.void views of the array
 
 
-def needs_mode(array: SmartArray) -> bool:
-    """Whether numpy's generic swap needs copies for ``array`` (its items are views)."""
-    return array._writeable and (len(array._shape) > 1 or array._dtype.kind == "V")
-
-
 def shuffled_read(array: SmartArray, key: int, caller: FrameType) -> Any:
     """``array[key]`` while ``array`` is in the shuffle mode: a copy of the item if ``caller``
     (the frame calling ``__getitem__``) is running the shuffle call, else
@@ -199,7 +194,8 @@ def note_length(array: SmartArray) -> None:
     filters = warnings.filters
     if not filters or filters[0] is not SHUFFLE_FILTER:
         _arm()
-    # (needs_mode, inlined: len() is on hot paths)
+    # Only writable arrays whose items are views (n-d, or 1-d structured) need the mode:
+    # numpy's swap of scalars is right, and a read-only array refuses the first write.
     if array._writeable and (len(array._shape) > 1 or array._dtype.kind == "V"):
         last_length.entry = _weak_reference(array)
     else:
