@@ -103,14 +103,25 @@ def _nested(value: Any) -> list[tuple[SmartArray, bool]]:
 
 
 def _plan(kernel: Any, func: Any, args: Any) -> list[Any] | None:
-    """The read-only allocations of this launch (None: nothing to infer)."""
-    cached = kernel.__dict__.get(_CACHE_KEY)
-    if cached is None:
-        # Analyse a kernel only once it is launched with a SmartArray.
-        if not any(isinstance(value, (SmartArray, _Intent, tuple)) for value in args):
-            return None
-        cached = write_mask(kernel, func)
-    return readonly_allocations(cached[0], cached[1], args)
+    """The read-only allocations of the first launch of ``kernel`` with a SmartArray, whose
+    parameters are analysed then (None: nothing to infer)."""
+    if not any(isinstance(value, (SmartArray, _Intent, tuple)) for value in args):
+        return None
+    mask, rest = write_mask(kernel, func)
+    return readonly_allocations(mask, rest, args)
+
+
+def _call_with(readonly: list[Any] | None, original: Callable[..., Any], *args: Any) -> Any:
+    """``original(*args)`` with ``readonly`` as the launch's read-only allocations, which the
+    SmartArray arguments' ``to_device`` reads through :func:`bare_intent`."""
+    if readonly is None:
+        return original(*args)
+    previous = getattr(_local, "readonly", None)
+    _local.readonly = readonly
+    try:
+        return original(*args)
+    finally:
+        _local.readonly = previous
 
 
 def _hooked_call(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -121,14 +132,7 @@ def _hooked_call(original: Callable[..., Any]) -> Callable[..., Any]:
             readonly = _plan(self, self.py_func, args)
         else:
             readonly = readonly_allocations(cached[0], cached[1], args)
-        if readonly is None:
-            return original(self, args, launch_config)
-        previous = getattr(_local, "readonly", None)
-        _local.readonly = readonly
-        try:
-            return original(self, args, launch_config)
-        finally:
-            _local.readonly = previous
+        return _call_with(readonly, original, self, args, launch_config)
 
     setattr(call, _HOOK_MARK, True)
     return call
@@ -142,14 +146,7 @@ def _hooked_fake_call(original: Callable[..., Any]) -> Callable[..., Any]:
             readonly = readonly_allocations(cached[0], cached[1], args)
         else:
             readonly = None if self._device else _plan(self, self.fn, args)
-        if readonly is None:
-            return original(self, *args)
-        previous = getattr(_local, "readonly", None)
-        _local.readonly = readonly
-        try:
-            return original(self, *args)
-        finally:
-            _local.readonly = previous
+        return _call_with(readonly, original, self, *args)
 
     setattr(__call__, _HOOK_MARK, True)
     return __call__
