@@ -134,13 +134,10 @@ def _why(access: _access.FunctionAccess, position: int) -> tuple[str, ...]:
 
 
 def _explain_kernel(func: Any, kind: str, args: tuple[Any, ...]) -> IntentReport:
-    from ._launch_intents import readonly_allocations
+    from ._launch_intents import access_mask, readonly_allocations
 
     access = _access.analyse(func)
-    vararg = access.vararg
-    mask = access.write_mask if vararg is None else access.write_mask[:vararg]
-    rest = True if vararg is None else access.may_write(vararg)
-    readonly = readonly_allocations(mask, rest, args) or []
+    readonly = readonly_allocations(*access_mask(access), args) or []
     out = []
     for position, value in enumerate(args):
         param = access.param_of(position)

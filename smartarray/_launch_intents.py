@@ -49,13 +49,17 @@ def write_mask(kernel: Any, func: Any) -> tuple[tuple[bool, ...], bool]:
     """Per parameter "may write", and the same for ``*args``; cached on ``kernel``."""
     cached = kernel.__dict__.get(_CACHE_KEY)
     if cached is None:
-        access = _access.analyse(func)
-        vararg = access.vararg
-        mask = access.write_mask if vararg is None else access.write_mask[:vararg]
-        rest = True if vararg is None else access.may_write(vararg)
-        cached = (mask, rest)
+        cached = access_mask(_access.analyse(func))
         kernel.__dict__[_CACHE_KEY] = cached
     return cached
+
+
+def access_mask(access: _access.FunctionAccess) -> tuple[tuple[bool, ...], bool]:
+    """Per named parameter "may write", and the same for the arguments ``*args`` takes."""
+    vararg = access.vararg
+    mask = access.write_mask if vararg is None else access.write_mask[:vararg]
+    rest = True if vararg is None else access.may_write(vararg)
+    return mask, rest
 
 
 def readonly_allocations(
