@@ -488,8 +488,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def mark_changed(self, where: str = "host") -> None:
         """Declare that the ``where`` copy was modified, making the other copy stale.
 
-        ``mark_changed('gpu')`` while a host view handed out by ``np.asarray(a)`` or
-        ``memoryview(a)`` is alive copies the device copy back at once (one download), so that
+        ``mark_changed('gpu')`` while a host view handed out by ``np.asarray(a)`` is alive
+        copies the device copy back at once (one download), so that
         the view shows the new data; both copies are then current.
 
         Raises
@@ -920,23 +920,6 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 raise
             alloc.mark_changed("host")
 
-    def __buffer__(self, flags: int) -> memoryview:
-        """Buffer protocol (Python 3.12+, ``memoryview(a)``): the host copy, read-only, kept
-        current after device writes while the buffer is held (like :meth:`__array__`).
-
-        A writable buffer is refused (``BufferError``): writes through it could not be seen
-        by the coherence state. Use ``a.get('host')`` and ``a.mark_changed('host')``.
-        """
-        if flags & _PYBUF_WRITABLE:
-            raise BufferError(
-                "a SmartArray exports only read-only buffers (writes through them would be "
-                "invisible to its coherence state); write through a.get('host') and call "
-                "a.mark_changed('host')"
-            )
-        alloc = self._alloc
-        with alloc.lock:  # (kept current after device writes while the memoryview lives)
-            return memoryview(_host_exports.export(alloc, self._host_view(write=False)))  # type: ignore[arg-type]
-
     def __contains__(self, value: Any) -> bool:
         return value in self._host_view(write=False)
 
@@ -1299,7 +1282,6 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return _hooks.cuda_array_interface(self)
 
 
-_PYBUF_WRITABLE = 0x0001  # inspect.BufferFlags.WRITABLE (Python 3.12+)
 
 # What a SmartArray caches for its layout in its instance dict (dropped when its shape is
 # set, with the host views and the layout template): its Numba types and the host views

@@ -76,8 +76,13 @@ def require_device() -> None:
         raise DeviceUnavailableError(HOW_TO_GET_A_DEVICE)
 
 
+_DEVICE_DTYPES: set[np.dtype] = set()  # dtypes already accepted (checked on every launch)
+
+
 def check_device_dtype(dtype: np.dtype) -> None:
     """Raise ``TypeError`` if the device cannot hold elements of ``dtype``."""
+    if dtype in _DEVICE_DTYPES:
+        return
     from numba.np import numpy_support
 
     problem = None
@@ -99,6 +104,7 @@ def check_device_dtype(dtype: np.dtype) -> None:
             f"dtype {dtype} cannot live on a CUDA device ({problem}); convert it first, e.g. "
             f"with .astype(np.float64), or keep the array on the host (where='host')"
         )
+    _DEVICE_DTYPES.add(dtype)
 
 
 def default_host_memory(dtype: np.dtype | None = None) -> HostMemory:
@@ -125,7 +131,24 @@ def mapped_device_view(host: Any) -> Any:
 
     if host.size == 0:  # a plain empty ndarray (see host_empty): nothing to map
         return DeviceNDArray(host.shape, host.strides, host.dtype)
-    return DeviceNDArray(host.shape, host.strides, host.dtype, gpu_data=host.gpu_data)
+    return DeviceNDArray(host.shape, host.strides, host.dtype, gpu_data=mapped_memory(host))
+
+
+def mapped_memory(host: np.ndarray) -> Any:
+    """The mapped allocation (numba-cuda's ``MappedOwnedPointer``, with its device pointer)
+    behind a mapped host buffer, which is a plain ndarray view of it (see ``host_empty``).
+
+    numpy collapses chains of views, so the buffer's ``base`` is the allocation itself, not
+    the ``MappedNDArray`` made over it.
+    """
+    base: Any = host.base
+    while isinstance(base, np.ndarray):  # (a view numpy did not collapse)
+        if getattr(base, "gpu_data", None) is not None:  # a MappedNDArray
+            return base.gpu_data
+        base = base.base
+    if base is None or not hasattr(base, "device_ctypes_pointer"):
+        raise ValueError("not a view of mapped host memory")
+    return base
 
 
 class DeviceOutOfMemory(MemoryError):
@@ -425,10 +448,29 @@ def wait_for_default_stream(stream: Any) -> None:
     """
     if tier() != "gpu" or stream is None or is_default_stream(stream):
         return
+    if not is_non_blocking_stream(stream):
+        # A blocking stream (numba's ``cuda.stream()``) already waits for earlier default-
+        # stream work; an event recorded on the legacy default stream would also wait for
+        # every other blocking stream's work (serialising unrelated arrays' kernels).
+        return
     numba_cuda = cuda()
     event = numba_cuda.event(timing=False)
     event.record(numba_cuda.default_stream())
     event.wait(stream)
+
+
+def is_non_blocking_stream(stream: Any) -> bool:
+    """True for a stream created with ``CU_STREAM_NON_BLOCKING`` (``cuda.core``'s, CuPy's or
+    PyTorch's non-blocking streams): one that does not synchronise with the legacy default
+    stream. True too when the flags cannot be read (the answer that keeps ordering safe)."""
+    try:
+        from numba.cuda.cudadrv.driver import binding, driver
+
+        handle = getattr(stream, "handle", stream)
+        flags = driver.cuStreamGetFlags(int(handle))
+        return bool(int(flags) & int(binding.CUstream_flags.CU_STREAM_NON_BLOCKING))
+    except Exception:
+        return True
 
 
 def event_pending(event: Any) -> bool:

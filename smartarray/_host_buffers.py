@@ -34,4 +34,8 @@ def host_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, kind: HostMe
         return _pinned_pool.POOL.empty(shape, dtype, order)
     if _backend.tier() == "simulator":
         return np.empty(shape, dtype=dtype, order=order)  # type: ignore[call-overload]
-    return _backend.cuda().mapped_array(shape, dtype=dtype, order=order)
+    mapped = _backend.cuda().mapped_array(shape, dtype=dtype, order=order)
+    # A plain ndarray over the mapped buffer (its base, the MappedNDArray, keeps the buffer
+    # alive and holds its device pointer): numba-cuda's MappedNDArray is a device array
+    # first, whose ``view``/``flags`` are DeviceNDArray's, not ndarray's.
+    return np.ndarray.view(mapped, np.ndarray)

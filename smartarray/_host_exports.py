@@ -1,8 +1,7 @@
 """Host exports: read-only ndarray views of the host copy that stay current while kept.
 
-``np.asarray(a)`` (``SmartArray.__array__``) and ``memoryview(a)`` (``__buffer__``, Python
-3.12+) hand out a read-only view of ``a``'s host copy, made current first. A caller may *keep*
-that view::
+``np.asarray(a)`` (``SmartArray.__array__``) hands out a read-only view of ``a``'s host copy,
+made current first. A caller may *keep* that view::
 
     h = np.asarray(x)
     for step in range(3):
@@ -104,7 +103,7 @@ def refresh(alloc: Allocation, stream: Any = None) -> None:
     except TransferError as error:
         raise TransferError(
             f"{alloc.label} was written on the device while a host view of it handed out by "
-            "np.asarray() or memoryview() is alive: keeping that view current needs a "
+            "np.asarray() is alive: keeping that view current needs a "
             "device-to-host copy, refused inside smartarray.no_transfers() (the device copy "
             "holds the results; release the view, e.g. `del h`, or read it outside the block)"
         ) from error

@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 import sys
 import weakref
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from llvmlite import ir
@@ -44,6 +44,7 @@ from numba.extending import (
     overload_classmethod,
     register_model,
     type_callable,
+    typeof_impl,
     unbox,
 )
 
@@ -450,6 +451,17 @@ def _load_native(c: Any, typ: SmartArrayType, native: Any, result: Any, error: A
             builder.store(cgutils.false_bit, error)
         with other:
             pyapi.err_set_string("PyExc_TypeError", "smartarray: cached jit view of another layout")
+
+
+@typeof_impl.register(SmartArray)
+def _typeof_smartarray(val: SmartArray, c: Any) -> SmartArrayType:
+    """``numba.typeof`` of a SmartArray: its cached ``_numba_type_``.
+
+    Registered by class so that nothing else decides: Numba's generic typeof tries the
+    buffer protocol before ``_numba_type_`` (on Python 3.12+ a class with ``__buffer__``
+    would be typed as a ``buffer``). The C dispatcher reads ``_numba_type_`` directly.
+    """
+    return cast(SmartArrayType, val._numba_type_)
 
 
 @unbox(SmartArrayType)

@@ -13,7 +13,10 @@ and the intents ``In``/``Out``/``InOut`` are ``ArgHint`` subclasses, so every la
    array with a live host export (a kept ``np.asarray(a)``), the launch's pins, last in
    ``retr``, then download it (:mod:`smartarray._host_exports`),
 4. returns what the launch needs: the device array (simulator) or numba-cuda's strided
-   memory view of it (hardware, through ``numba.cuda.In(devary).to_device``).
+   memory view of it (hardware, what ``numba.cuda.In(devary).to_device`` gives).
+
+A chain of kernels over device-resident arrays takes a shorter path (:func:`_resident_argument`):
+with nothing to copy, order or mark, the argument is only pinned and handed over.
 
 numba-cuda's own hints wrapped around a SmartArray (``numba.cuda.In(a)``, ``Out``, ``InOut``)
 go through :func:`kernel_argument` too, with their intent (:func:`install_argument_hint_hooks`):
@@ -27,12 +30,17 @@ from typing import Any
 
 from . import _backend, _hooks, _host_exports, _memory
 from ._array import SmartArray
+from ._coherence import State
 from ._launch_intents import bare_intent
 
 
 def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> Any:
     """Prepare ``array`` as a kernel argument with the given intent (see module docstring)."""
     alloc = array._alloc
+    if intent != "out" and _backend.is_default_stream(stream):
+        device = _resident_argument(array, intent, retr, stream)
+        if device is not None:
+            return _launch_value(device, intent)
     # ``retr`` is the one list numba-cuda passes for all arguments of this launch: it
     # identifies the launch, so an allocation passed twice is uploaded at most once, and the
     # launch's arguments are pinned against eviction by the device memory budget.
@@ -71,6 +79,48 @@ def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> 
     # clean until then, and another thread's eviction could drop it with its results).
     retr.remove(pins)
     retr.append(pins)
+    return _launch_value(device, intent)
+
+
+def _resident_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> Any:
+    """The launch path for the steady state of a kernel chain, or None for the general one.
+
+    When the device copy is current and is the only one a kernel can change (state DEVICE,
+    or BOTH for ``In``), with no earlier device work to order after (the launch is on the
+    default stream; no event pending), no launch in preparation, no kept host export and
+    no mapped memory, a launch changes no flag: the argument is only pinned against
+    eviction and handed over. Everything else takes the general path in
+    :func:`kernel_argument`, which does the same when these conditions hold, in more steps.
+    """
+    alloc = array._alloc
+    if intent != "in" and not array._writeable:
+        return None  # (the general path raises the error)
+    _backend.check_device_dtype(array._dtype)
+    with alloc.lock:
+        state = alloc.state
+        if not (state is State.DEVICE or (state is State.BOTH and intent == "in")):
+            return None
+        if (
+            alloc.device is None
+            or alloc._device_event is not None
+            or alloc._launch is not None
+            or alloc.host_exports
+            or alloc.host_memory == "mapped"
+        ):
+            return None
+        _memory.launch_pins(retr).add(alloc)
+        device = alloc.device_view(array._offset, array._shape, array._strides, array._dtype)
+        if alloc._device_owned:
+            _memory.touch(alloc)
+        # (what recording the launch as device work does on the default stream; set before
+        # the launch is enqueued, which only makes a later non-blocking stream wait for it)
+        alloc._default_stream_work = _backend.is_gpu_default_stream(stream)
+    return device
+
+
+def _launch_value(device: Any, intent: str) -> Any:
+    """What numba-cuda's launch takes for ``device``: the device array (simulator; read-only
+    for ``In``, so that a missed write raises), or its strided memory view (hardware)."""
     if _backend.is_simulator():
         if intent == "in":
             from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
@@ -79,7 +129,8 @@ def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> 
             readonly.flags.writeable = False
             return FakeCUDAArray(readonly)
         return device
-    return _backend.cuda().In(device).to_device(retr, stream)
+    view = getattr(device, "_strided_memory_view_shim", None)  # (what numba.cuda.In gives)
+    return view if view is not None else _backend.cuda().In(device).to_device([], 0)
 
 
 _HINT_HOOK_MARK = "_smartarray_hint_hook"
