@@ -143,8 +143,9 @@ def mapped_memory(host: np.ndarray) -> Any:
     """
     base: Any = host.base
     while isinstance(base, np.ndarray):  # (a view numpy did not collapse)
-        if getattr(base, "gpu_data", None) is not None:  # a MappedNDArray
-            return base.gpu_data
+        gpu_data = getattr(base, "gpu_data", None)
+        if gpu_data is not None:  # a MappedNDArray
+            return gpu_data
         base = base.base
     if base is None or not hasattr(base, "device_ctypes_pointer"):
         raise ValueError("not a view of mapped host memory")

@@ -206,6 +206,24 @@ class Allocation:
                 _pinned_pool.fence(self.host, self._host_event)
             return device
 
+    def device_resident(self, writes: bool) -> bool:
+        """True when device work on the default stream can use the device copy as it is,
+        with no copy, no ordering and no flag to change (call with the lock held).
+
+        That is: the device copy is current, and is the only one a write could make stale
+        (state DEVICE; BOTH too when the work only reads), no event is pending, no launch is
+        in preparation, no host export must be refreshed, and the memory is not mapped.
+        """
+        state = self.state
+        return (
+            (state is State.DEVICE or (state is State.BOTH and not writes))
+            and self.device is not None
+            and self._device_event is None
+            and self._launch is None
+            and not self.host_exports
+            and self.host_memory != "mapped"
+        )
+
     def wait_host(self) -> None:
         """Block until pending work that touches this allocation's host memory is done."""
         if self._host_event is not None:

@@ -80,10 +80,24 @@ def _unwrap_input(
         touched.append(value)
         with alloc.lock:
             launch.add(alloc)  # not evicted for a later argument of this call
+            resident = _resident(value, stream, writes=False)
+            if resident is not None:
+                return resident
             return value._device_view(
                 stream, prepare=lambda s: alloc.ensure_device(s, launch=launch)
             )
     return value
+
+
+def _resident(array: SmartArray, stream: Any, writes: bool) -> Any:
+    """The device view of ``array`` if the call can use it as it is (nothing to copy or
+    order: ``Allocation.device_resident``), else None (call with the lock held)."""
+    alloc = array._alloc
+    if not (_backend.is_default_stream(stream) and alloc.device_resident(writes)):
+        return None
+    if array._dtype is not alloc.dtype:
+        _backend.check_device_dtype(array._dtype)
+    return alloc.device_view(array._offset, array._shape, array._strides, array._dtype)
 
 
 def _unwrap_output(
@@ -95,10 +109,13 @@ def _unwrap_output(
         whole = value._covers_allocation() and not read
         with alloc.lock:
             launch.add(alloc)
-            device = value._device_view(
-                stream, prepare=lambda s: alloc.prepare_device_write(whole, s, launch=launch)
-            )
-            alloc.begin_device_write(launch=launch)
+            device = _resident(value, stream, writes=True)
+            if device is None:
+                device = value._device_view(
+                    stream,
+                    prepare=lambda s: alloc.prepare_device_write(whole, s, launch=launch),
+                )
+                alloc.begin_device_write(launch=launch)
         written.append(value)
         return device
     return value

@@ -28,8 +28,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _access
+from . import _access, _backend
 from ._array import SmartArray
+from ._backend import _DEVICE_DTYPES
 from ._intents import _Intent
 
 _HOOK_MARK = "__smartarray_launch_hook__"
@@ -67,7 +68,10 @@ def readonly_allocations(
 ) -> list[Any] | None:
     """Allocations of bare SmartArray arguments that no argument of the launch may write.
 
-    A list, not a set: a launch has few arguments, and building a list is cheaper.
+    A list, not a set: a launch has few arguments, and building a list is cheaper. Raises
+    the clear ``TypeError`` of ``_backend.check_device_dtype`` for an argument whose dtype
+    the device cannot hold: on a GPU, Numba would otherwise fail first, typing the kernel
+    ("non-precise type array(pyobject, ...)").
     """
     readonly: list[Any] = []
     written: list[Any] = []
@@ -76,6 +80,8 @@ def readonly_allocations(
     for value in args:
         position += 1
         if type(value) is SmartArray:
+            if value._dtype not in _DEVICE_DTYPES:
+                _backend.check_device_dtype(value._dtype)
             if mask[position] if position < count else rest:
                 written.append(value._alloc)
             else:
@@ -83,6 +89,7 @@ def readonly_allocations(
         elif isinstance(value, (SmartArray, _Intent, tuple)):
             writes = mask[position] if position < count else rest
             for array, bare in _nested(value):
+                _backend.check_device_dtype(array._dtype)
                 if writes or not bare:
                     written.append(array._alloc)
                 else:

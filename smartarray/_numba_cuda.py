@@ -30,7 +30,6 @@ from typing import Any
 
 from . import _backend, _hooks, _host_exports, _memory
 from ._array import SmartArray
-from ._coherence import State
 from ._launch_intents import bare_intent
 
 
@@ -93,20 +92,13 @@ def _resident_argument(array: SmartArray, intent: str, retr: list, stream: Any) 
     :func:`kernel_argument`, which does the same when these conditions hold, in more steps.
     """
     alloc = array._alloc
-    if intent != "in" and not array._writeable:
+    writes = intent != "in"
+    if writes and not array._writeable:
         return None  # (the general path raises the error)
-    _backend.check_device_dtype(array._dtype)
+    if array._dtype is not alloc.dtype:
+        _backend.check_device_dtype(array._dtype)
     with alloc.lock:
-        state = alloc.state
-        if not (state is State.DEVICE or (state is State.BOTH and intent == "in")):
-            return None
-        if (
-            alloc.device is None
-            or alloc._device_event is not None
-            or alloc._launch is not None
-            or alloc.host_exports
-            or alloc.host_memory == "mapped"
-        ):
+        if not alloc.device_resident(writes):
             return None
         _memory.launch_pins(retr).add(alloc)
         device = alloc.device_view(array._offset, array._shape, array._strides, array._dtype)

@@ -532,6 +532,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 ],
             )
         )
+        from . import bench_throughput
+
+        results["throughput"] = bench_throughput.measure(repeats=3 if args.quick else 7)
+        print(f"\n{bench_throughput.report(results['throughput'])}")
     else:
         results["timings_note"] = GPU_TIMINGS_NEED_A_GPU
         print(f"\n{GPU_TIMINGS_NEED_A_GPU}")

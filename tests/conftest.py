@@ -13,6 +13,9 @@ Markers: ``device`` (needs a GPU or the simulator), ``gpu`` (needs real hardware
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+
 import pytest
 
 import smartarray
@@ -40,3 +43,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def _fresh_ledger() -> None:
     smartarray.reset_transfer_stats()
+
+
+def _exported_device_copies() -> bool:
+    from smartarray import _memory
+
+    entries = list(_memory._BUDGET.entries.values())
+    allocs = (ref() for ref, _ in entries)
+    return any(alloc is not None and alloc._exported_device is not None for alloc in allocs)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_device_memory() -> Iterator[None]:
+    """Each test starts with the device memory limit it found, whatever the last one did.
+
+    On a GPU, earlier tests' garbage is collected first too: arrays exported through
+    ``__cuda_array_interface__`` (to CuPy, PyTorch) keep their device buffers charged until
+    they die, and reference cycles would otherwise keep them into tests that measure device
+    memory use. (Only then: a collection before each of the suite's tests more than doubled
+    the GPU tier's time. The simulator exports nothing.)
+    """
+    if TIER == "gpu" and _exported_device_copies():
+        gc.collect()
+    limit = smartarray.device_memory_limit()
+    yield
+    if smartarray.device_memory_limit() != limit:
+        smartarray.set_device_memory_limit(limit)

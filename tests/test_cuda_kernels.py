@@ -202,6 +202,9 @@ def test_negative_stride_view_is_refused_before_any_copy() -> None:
     inc[1, THREADS](a[::-1].copy())  # the suggested fix works
 
 
+@pytest.mark.skipif(
+    sa.tier() != "simulator", reason="only the simulator raises IndexError inside a kernel"
+)
 def test_failing_kernel_leaves_host_authoritative() -> None:
     a = sa.SmartArray(np.arange(N, dtype=np.float64))
     a.get("gpu")

@@ -447,15 +447,16 @@ def test_a_new_device_copy_cannot_be_evicted_before_it_holds_its_data() -> None:
 
 
 def test_a_launch_failing_while_its_arguments_are_prepared_restores_their_flags() -> None:
-    a, b = arrays(2)
+    a, b, c = arrays(3)
     a.to_gpu()  # both copies current
-    frozen = np.zeros(N)
-    frozen.flags.writeable = False
-    read_only = sa.SmartArray(frozen, copy=False)
-    with sa.track_transfers() as t, pytest.raises(ValueError, match="read-only"):
-        add3[1, N](a, read_only, b)  # a is prepared (device copy about to be written) first
+    # A view the device cannot represent, refused while the launch's arguments are prepared
+    # (a read-only argument would be refused earlier on a GPU: when the kernel is compiled).
+    backwards = c[::-1]
+    with sa.track_transfers() as t, pytest.raises(ValueError, match="negative strides"):
+        add3[1, N](a, backwards, b)  # a is prepared (device copy about to be written) first
     assert counts(t) == (0, 0, 0)
     assert a.location == "both" and b.location == "host"  # as before the launch
+    assert c.location == "host"
     assert not _memory._BUDGET.launches  # nothing stays pinned
 
 

@@ -1336,7 +1336,9 @@ def _device_only(x: np.ndarray) -> SmartArray:
     """A SmartArray whose only current copy is on the device, holding ``x``."""
     a = SmartArray(np.zeros_like(x), where="gpu")
     device = a.get("gpu")
-    device[...] = x if x.ndim else x[()]
+    # (a Numba device array takes no ``[...] =``; copy_to_device works on both tiers, and
+    # is the user's own copy, outside smartarray's ledger)
+    device.copy_to_device(np.ascontiguousarray(x))
     a.mark_changed("gpu")
     assert a.location == "gpu" and not a.is_valid("host")
     return a
