@@ -83,6 +83,7 @@ def check_device_dtype(dtype: np.dtype) -> None:
     """Raise ``TypeError`` if the device cannot hold elements of ``dtype``."""
     if dtype in _DEVICE_DTYPES:
         return
+    from numba.core.errors import NumbaNotImplementedError
     from numba.np import numpy_support
 
     problem = None
@@ -97,7 +98,9 @@ def check_device_dtype(dtype: np.dtype) -> None:
     else:
         try:
             numpy_support.from_dtype(dtype)
-        except (NotImplementedError, TypeError, KeyError):
+        except (NotImplementedError, NumbaNotImplementedError, TypeError, KeyError):
+            # (Numba's error for non-native byte order and unstructured void dtypes is no
+            # NotImplementedError)
             problem = "Numba has no device type for it"
     if problem is not None:
         raise TypeError(
@@ -138,11 +141,12 @@ def mapped_memory(host: np.ndarray) -> Any:
     """The mapped allocation (numba-cuda's ``MappedOwnedPointer``, with its device pointer)
     behind a mapped host buffer, which is a plain ndarray view of it (see ``host_empty``).
 
-    numpy collapses chains of views, so the buffer's ``base`` is the allocation itself, not
-    the ``MappedNDArray`` made over it.
+    numpy collapses chains of views through arrays of the view's own type, so the buffer's
+    ``base`` is not the ``MappedNDArray`` but the plain ndarray numba-cuda made it from, whose
+    ``base`` is the allocation.
     """
     base: Any = host.base
-    while isinstance(base, np.ndarray):  # (a view numpy did not collapse)
+    while isinstance(base, np.ndarray):
         gpu_data = getattr(base, "gpu_data", None)
         if gpu_data is not None:  # a MappedNDArray
             return gpu_data
