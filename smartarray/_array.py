@@ -1282,7 +1282,6 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return _hooks.cuda_array_interface(self)
 
 
-
 # What a SmartArray caches for its layout in its instance dict (dropped when its shape is
 # set, with the host views and the layout template): its Numba types and the host views
 # handed to compiled code.

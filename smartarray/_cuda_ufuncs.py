@@ -97,6 +97,8 @@ def _resident(array: SmartArray, stream: Any, writes: bool) -> Any:
         return None
     if array._dtype is not alloc.dtype:
         _backend.check_device_dtype(array._dtype)
+    if alloc._device_owned:
+        _memory.touch(alloc)  # (the least recently used copies are evicted first)
     return alloc.device_view(array._offset, array._shape, array._strides, array._dtype)
 
 
