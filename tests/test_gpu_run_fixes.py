@@ -24,6 +24,8 @@ from typing import Any
 import numba
 import numpy as np
 import pytest
+from helpers import copy_into
+from helpers import inc as increment
 from numba import cuda, njit
 from numpy_typing_compat import StringDType
 
@@ -48,18 +50,6 @@ def accumulate(out, x):  # type: ignore[no-untyped-def]  # writes out, reads x (
         out[i] += x[i]
 
 
-@cuda.jit
-def increment(a):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < a.size:
-        a[i] += 1
-
-
-@cuda.jit
-def copy_into(dst, src):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < dst.size:
-        dst[i] = src[i]
 
 
 class ResidentSpy:
