@@ -131,3 +131,30 @@ def test_bench_dask_without_dask_says_what_to_install(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "the dask benchmark needs pip install 'smartarray[dask]'" in proc.stdout
     assert not list(tmp_path.iterdir())
+
+
+def test_throughput_report_checks_the_target_per_smartarray_row() -> None:
+    from smartarray import bench_throughput
+
+    def row(direction: str, variant: str, ratio: float) -> dict[str, object]:
+        return {
+            "direction": direction,
+            "variant": variant,
+            "bytes": 1 << 26,
+            "seconds": 0.001,
+            "gb_per_s": 67.1,
+            "ratio_to_numba": ratio,
+        }
+
+    text = bench_throughput.report(
+        [row("h2d", "smartarray", 0.97), row("h2d", "numba", 1.0), row("d2h", "smartarray", 0.5)]
+    )
+    lines = text.splitlines()
+    assert "| h2d " in lines[3] and ">= 0.90: met" in lines[3]
+    assert lines[4].rstrip(" |").endswith("1.00")  # baselines get no verdict
+    assert ">= 0.90: NOT met" in lines[5]
+
+
+def test_throughput_benchmark_needs_a_gpu() -> None:
+    proc = run_python(["-m", "smartarray.bench_throughput"], simulator=True, timeout=120)
+    assert proc.returncode != 0 and "needs a real CUDA GPU" in proc.stderr
