@@ -368,6 +368,23 @@ def _writable_as_numpy(func: Callable[..., Any], *, may_return_input: bool) -> C
     return apply
 
 
+def _broadcast_arrays(*arrays: Any, subok: bool = False) -> Any:
+    """``np.broadcast_arrays`` of SmartArrays, on their layouts (no data read): like numpy,
+    an array that already has the broadcast shape is returned itself; the others become
+    **read-only** broadcast views (numpy's are writable with a ``FutureWarning`` on write:
+    elements shared along a broadcast axis cannot be written independently)."""
+    SmartArray = _cls
+    if not all(type(array) is SmartArray for array in arrays):
+        return _FALLBACK
+    shape = np.broadcast_shapes(*(array.shape for array in arrays))
+    return tuple(
+        array
+        if array.shape == shape
+        else array._apply_view(lambda template: np.broadcast_to(template, shape))
+        for array in arrays
+    )
+
+
 def _einsum(*operands: Any, **kwargs: Any) -> Any:
     """``np.einsum`` of one operand that numpy answers with a view (``'ii->i'``, ``'ij->ji'``):
     the view, made on the layout (writable when the operand is, like numpy's); anything else
@@ -502,6 +519,7 @@ _SPECIAL: dict[Callable[..., Any], Callable[..., Any]] = {
         np.lib.stride_tricks.sliding_window_view
     ),
     np.einsum: _einsum,
+    np.broadcast_arrays: _broadcast_arrays,
     np.trim_zeros: _writable_as_numpy(np.trim_zeros, may_return_input=False),
     np.real_if_close: _writable_as_numpy(np.real_if_close, may_return_input=True),
     np.atleast_1d: _single_view_function("atleast_1d"),

@@ -340,6 +340,38 @@ def test_einsum_of_several_operands_still_computes() -> None:
     np.testing.assert_array_equal(np.asarray(out), x.sum(1))
 
 
+def test_broadcast_arrays_like_numpy_but_read_only() -> None:
+    x, y = np.arange(3.0), np.zeros((2, 1))
+    a, b = SmartArray(x), SmartArray(y)
+    want, got = np.broadcast_arrays(x, y), np.broadcast_arrays(a, b)
+    assert type(got) is type(want) is tuple
+    for w, g, source in zip(want, got, (a, b), strict=True):
+        assert type(g) is SmartArray and g.label == source.label
+        np.testing.assert_array_equal(np.asarray(g), w, strict=True)
+        assert g.strides == w.strides
+        assert not g.flags.writeable  # numpy's: writable, with a FutureWarning on write
+    full = SmartArray(np.ones((2, 3)))
+    kept = np.broadcast_arrays(a, full)
+    assert kept[1] is full and np.broadcast_arrays(np.ones((2, 3)), x)[0].flags.writeable
+    with pytest.raises(ValueError) as expected:
+        np.broadcast_arrays(x, np.zeros(2))
+    with pytest.raises(ValueError) as raised:
+        np.broadcast_arrays(a, SmartArray(np.zeros(2)))
+    assert str(raised.value) == str(expected.value)
+    mixed = np.broadcast_arrays(a, y)  # with an ndarray: numpy's own path, on the host copy
+    np.testing.assert_array_equal(np.asarray(mixed[0]), want[0])
+
+
+@pytest.mark.device
+def test_broadcast_arrays_of_device_only_data_copy_nothing() -> None:
+    a = SmartArray(np.arange(4.0))
+    inc[1, 4](a)
+    with smartarray.no_transfers():
+        wide, column = np.broadcast_arrays(a, SmartArray(np.zeros((3, 1))))
+    assert a.location == "gpu"
+    assert wide.tolist() == [[1.0, 2.0, 3.0, 4.0]] * 3 and column.shape == (3, 4)
+
+
 # --- pickling and copying ------------------------------------------------------------------
 
 PICKLED_LAYOUTS = ["1d", "c2d", "transposed", "strided3d", "fortran", "0d", "empty", "int"]
