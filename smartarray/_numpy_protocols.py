@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _fastpath
+from ._coherence import State
 from ._layout import _layout_probe
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ REFUSED_METHODS = {
 
 
 _cls: type[SmartArray] = None  # type: ignore[assignment]  # set by install(): SmartArray
+_DEVICE = State.DEVICE
 
 
 def install(cls: type[SmartArray]) -> None:
@@ -659,12 +661,13 @@ class FlatIterator:
     a view of the host copy for a C-contiguous array, a copy otherwise.
     """
 
-    __slots__ = ("_array", "_index", "_reading")
+    __slots__ = ("_array", "_index", "_reading", "_size")
     __hash__ = None  # type: ignore[assignment]  # (numpy's flatiter is unhashable too)
 
     def __init__(self, array: SmartArray) -> None:
         self._array = array
         self._index = 0
+        self._size = array.size
         # numpy's flatiter over the host view being read, kept at ``_index``.
         self._reading: np.flatiter | None = None
 
@@ -688,7 +691,7 @@ class FlatIterator:
         if (
             not shape
             or 0 in shape
-            or (self._index >= array.size and len(shape) > 2 and not array.flags.c_contiguous)
+            or (self._index >= self._size and len(shape) > 2 and not array.flags.c_contiguous)
         ):
             return (0,) * len(shape)
         inner = 1
@@ -701,28 +704,33 @@ class FlatIterator:
         return self
 
     def __next__(self) -> Any:
-        array = self._array
-        if self._index >= array.size:
+        index = self._index
+        if index >= self._size:
             raise StopIteration
-        host = _fastpath.readable_host(array)
-        if host is None:  # stale or pending: made current under the lock
-            with array._alloc.lock:
-                return self._next_of(array._host_view(write=False))
-        return self._next_of(host)
-
-    def _next_of(self, host: np.ndarray) -> Any:
+        array = self._array
+        alloc = array._alloc
         reading = self._reading
-        if reading is None or reading.base is not host:  # first read, or a new host view
-            reading = host.flat
-            for _ in range(self._index):
-                next(reading)
-            self._reading = reading
-        value = next(reading)
-        self._index += 1
-        return value
+        if (
+            reading is not None
+            and reading.base is array._host_ro
+            and alloc.state is not _DEVICE
+            and alloc._host_event is None
+            and alloc._device_event is None
+        ):  # fast path: the host copy is current and nothing is pending (see _fastpath)
+            self._index = index + 1
+            return next(reading)
+        with alloc.lock:  # made current (one download if it was stale), then read
+            host = array._host_view(write=False)
+            if reading is None or reading.base is not host:  # first read, or a new view
+                reading = host.flat
+                for _ in range(index):
+                    next(reading)
+                self._reading = reading
+            self._index = index + 1
+            return next(reading)
 
     def __len__(self) -> int:
-        return self._array.size
+        return self._size
 
     def __getitem__(self, key: Any) -> Any:
         self._check_before_fetching(key)

@@ -83,6 +83,11 @@ def test_flat_iteration_after_partial_next_and_shape_change() -> None:
         next(it), next(expected)
     a.shape = (4, 3)  # a new host view for the array: iteration continues where it was
     assert next(it) == next(expected) and it.index == 6
+    a[2, 0] = x[1, 2] = -7.0  # writes between two next() calls are seen, as numpy's are
+    assert next(it) == next(expected) == -7.0
+    a.flat[7] = x.flat[7] = -8.0
+    assert next(it) == next(expected) == -8.0
+    assert list(it) == list(expected) and it.index == expected.index == 12
 
 
 @pytest.mark.parametrize("layout", ["1d", "c2d", "transposed", "strided3d", "0d", "empty"])
