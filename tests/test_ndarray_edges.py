@@ -14,11 +14,12 @@ from __future__ import annotations
 import copy
 import pickle
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import inc
+from helpers import inc, run_python
 
 import smartarray
 from smartarray import SmartArray
@@ -470,6 +471,33 @@ def test_pickle_keeps_host_memory_kind(host_memory: str) -> None:
     restored = pickle.loads(pickle.dumps(a))
     assert restored.host_memory == host_memory and restored.label == "kept"
     assert restored.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("simulator", [False, True], ids=["host-only", "simulator"])
+def test_pickle_loads_in_another_process(tmp_path: Path, simulator: bool) -> None:
+    kind = "pageable" if smartarray.tier() == "host-only" else "pinned"
+    a = SmartArray(np.arange(6.0).reshape(2, 3), host_memory=kind, label="shipped")
+    frozen = SmartArray(_read_only(np.arange(3)), copy=False)
+    (tmp_path / "arrays.pickle").write_bytes(pickle.dumps([a.T, frozen]))
+    script = (
+        "import pickle, sys\n"
+        "import smartarray\n"
+        "t, frozen = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+        "print(type(t).__name__, t.label, t.flags.writeable, t.strides, t.host_memory,\n"
+        "      t.location, t.tolist(), frozen.flags.writeable, smartarray.tier())\n"
+    )
+    proc = run_python(
+        ["-c", script, str(tmp_path / "arrays.pickle")], simulator=simulator, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    # F order, as numpy restores a.T; a pinned array arrives pinned where the process has
+    # CUDA, pageable where it has not.
+    there = "pinned" if kind == "pinned" and simulator else "pageable"
+    tier = "simulator" if simulator else "host-only"
+    assert proc.stdout.split() == (
+        f"SmartArray shipped True (8, 24) {there} host "
+        f"[[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]] False {tier}"
+    ).split()
 
 
 @pytest.mark.device
