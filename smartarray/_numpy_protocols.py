@@ -399,7 +399,7 @@ def _einsum(*operands: Any, **kwargs: Any) -> Any:
     call made, on the layout template (which numpy then never reads).
     """
     SmartArray = _cls
-    if "out" in kwargs:
+    if kwargs.get("out") is not None:
         return _FALLBACK
     if isinstance(operands[0], str):  # einsum('ii->i', a)
         if len(operands) != 2:

@@ -257,6 +257,7 @@ VIEW_FUNCTIONS: dict[str, Callable[[Any], Any]] = {
     "einsum optimize": lambda m: np.einsum("ii->i", m, optimize=True),
     "einsum dtype": lambda m: np.einsum("ii->i", m, dtype=np.float32),
     "einsum interleaved": lambda m: np.einsum(m, [0, 0], [0]),
+    "einsum out=None": lambda m: np.einsum("ii->i", m, out=None),
     "einsum sum": lambda m: np.einsum("ij->i", m),
     "einsum trace": lambda m: np.einsum("ii", m),
     "diagonal": lambda m: np.diagonal(m),
