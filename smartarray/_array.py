@@ -17,11 +17,13 @@ from . import (
     _adoption,
     _backend,
     _fastpath,
+    _flatiter,
     _hooks,
     _host_buffers,
     _host_exports,
     _numpy_protocols,
     _pickling,
+    _view_functions,  # noqa: F401  (registers numpy's view functions)
 )
 from ._coherence import Allocation, State
 from ._errors import HostMemory, Where, normalize_host_memory, normalize_where
@@ -107,6 +109,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     """
 
     __array_priority__ = 50
+
+    flat = _flatiter.FLAT  # an iterator like numpy's flatiter (see smartarray._flatiter)
 
     _alloc: Allocation
     _offset: int

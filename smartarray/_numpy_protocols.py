@@ -16,15 +16,12 @@ Everything numpy does to a SmartArray runs on its host copy:
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import _fastpath
-from ._coherence import State
-from ._layout import _layout_probe
 
 if TYPE_CHECKING:
     from ._array import SmartArray
@@ -45,7 +42,6 @@ REFUSED_METHODS = {
 
 
 _cls: type[SmartArray] = None  # type: ignore[assignment]  # set by install(): SmartArray
-_DEVICE = State.DEVICE
 
 
 def install(cls: type[SmartArray]) -> None:
@@ -331,99 +327,6 @@ def _single_view_function(name: str) -> Callable[..., Any]:
     return apply
 
 
-def _template_function(func: Callable[..., Any]) -> Callable[..., Any]:
-    """A numpy function that only ever returns a view of its first argument (``np.rot90``,
-    ``np.linalg.matrix_transpose``, ``sliding_window_view``…), run on the layout: no data is
-    read, and the view is writable exactly when numpy's would be."""
-
-    def apply(array: SmartArray, *args: Any, **kwargs: Any) -> Any:
-        return array._apply_view(lambda template: func(template, *args, **kwargs))
-
-    return apply
-
-
-def _writable_as_numpy(func: Callable[..., Any], *, may_return_input: bool) -> Callable[..., Any]:
-    """A numpy function that reads data and returns a basic view of its first argument
-    (``np.trim_zeros``, ``np.real_if_close``): run on the host copy, its view made writable
-    when the argument is, as numpy's is (numpy was given the read-only host view).
-
-    With ``may_return_input``, a result with the argument's own layout is the argument
-    itself, as numpy returns its argument unchanged (``np.real_if_close`` of real data).
-    """
-
-    def apply(array: SmartArray, *args: Any, **kwargs: Any) -> Any:
-        result = call_on_host(func, (array, *args), kwargs)
-        if not isinstance(result, _cls) or result._alloc is not array._alloc:
-            return result
-        layout = (result._offset, result._shape, result._strides, result._dtype)
-        if may_return_input and layout == (
-            array._offset,
-            array._shape,
-            array._strides,
-            array._dtype,
-        ):
-            return array
-        if array._writeable and not result._writeable:
-            return _cls._view(array._alloc, *layout, True, result._base)
-        return result
-
-    return apply
-
-
-def _broadcast_arrays(*arrays: Any, subok: bool = False) -> Any:
-    """``np.broadcast_arrays`` of SmartArrays, on their layouts (no data read): like numpy,
-    an array that already has the broadcast shape is returned itself; the others become
-    **read-only** broadcast views (numpy's are writable with a ``FutureWarning`` on write:
-    elements shared along a broadcast axis cannot be written independently)."""
-    SmartArray = _cls
-    if not all(type(array) is SmartArray for array in arrays):
-        return _FALLBACK
-    shape = np.broadcast_shapes(*(array.shape for array in arrays))
-    return tuple(
-        array
-        if array.shape == shape
-        else array._apply_view(lambda template: np.broadcast_to(template, shape))
-        for array in arrays
-    )
-
-
-def _einsum(*operands: Any, **kwargs: Any) -> Any:
-    """``np.einsum`` of one operand that numpy answers with a view (``'ii->i'``, ``'ij->ji'``):
-    the view, made on the layout (writable when the operand is, like numpy's); anything else
-    runs on the host copy.
-
-    numpy returns a view for a single operand without ``out=`` exactly when every subscript
-    of the operand is in the output, a decision made on the subscripts alone, before any data
-    is read. It is asked first on a stand-in of at most one element with the operand's
-    dtype and number of dimensions; only if that gives a view of the stand-in is the real
-    call made, on the layout template (which numpy then never reads).
-    """
-    SmartArray = _cls
-    if kwargs.get("out") is not None:
-        return _FALLBACK
-    if isinstance(operands[0], str):  # einsum('ii->i', a)
-        if len(operands) != 2:
-            return _FALLBACK
-        array = operands[1]
-    else:  # einsum(a, [0, 0], [0])
-        if len(operands) not in (2, 3) or not all(type(s) is list for s in operands[1:]):
-            return _FALLBACK
-        array = operands[0]
-    if not isinstance(array, SmartArray) or array.dtype.names is not None:
-        return _FALLBACK
-    stand_in = np.zeros(tuple(min(length, 1) for length in array.shape), array.dtype)
-    try:
-        probe = np.einsum(*(stand_in if x is array else x for x in operands), **kwargs)
-    except Exception:  # numpy's own error comes from the ordinary path
-        return _FALLBACK
-    if not isinstance(probe, np.ndarray) or probe.base is not stand_in:
-        return _FALLBACK  # numpy computes a new array: it reads the data
-    template = array._template()
-    return array._from_template(
-        np.einsum(*(template if x is array else x for x in operands), **kwargs)
-    )
-
-
 def _split_function(name: str) -> Callable[..., Any]:
     """``np.split`` and friends: a list of views, made on the layout only."""
 
@@ -514,16 +417,6 @@ _SPECIAL: dict[Callable[..., Any], Callable[..., Any]] = {
     np.fliplr: _view_function("fliplr"),
     np.flipud: _view_function("flipud"),
     np.broadcast_to: _view_function("broadcast_to"),
-    np.rot90: _template_function(np.rot90),
-    np.linalg.matrix_transpose: _template_function(np.linalg.matrix_transpose),
-    np.linalg.diagonal: _template_function(np.linalg.diagonal),
-    np.lib.stride_tricks.sliding_window_view: _template_function(
-        np.lib.stride_tricks.sliding_window_view
-    ),
-    np.einsum: _einsum,
-    np.broadcast_arrays: _broadcast_arrays,
-    np.trim_zeros: _writable_as_numpy(np.trim_zeros, may_return_input=False),
-    np.real_if_close: _writable_as_numpy(np.real_if_close, may_return_input=True),
     np.atleast_1d: _single_view_function("atleast_1d"),
     np.atleast_2d: _single_view_function("atleast_2d"),
     np.atleast_3d: _single_view_function("atleast_3d"),
@@ -609,8 +502,6 @@ def ndarray_members(cls: type) -> dict[str, Any]:
             continue
         if name in REFUSED_METHODS:
             members[name] = _refused(REFUSED_METHODS[name])
-        elif name == "flat":
-            members[name] = property(FlatIterator, _assign_flat, doc=np.ndarray.flat.__doc__)
         elif callable(getattr(np.ndarray, name)):
             members[name] = _forwarded_method(name)
         else:
@@ -641,182 +532,6 @@ def _forwarded_attribute(name: str) -> property:
         return getattr(self._host_view(write=False), name)
 
     return property(get, doc=getattr(np.ndarray, name).__doc__)
-
-
-class FlatIterator:
-    """``a.flat`` of a SmartArray: numpy's ``flatiter``, reading and writing through the
-    coherence state.
-
-    Like ``numpy.flatiter`` it is an iterator over the elements in C order (``next(a.flat)``,
-    ``iter(it) is it``) with the current position in ``index`` and ``coords``, the array in
-    ``base``, and ``len``, ``copy()``, comparisons and indexing. Every read makes the host
-    copy current first (one download if only the device copy was current, none after that
-    until the device copy is written again), so it never shows stale data, even when a
-    kernel writes the array between two ``next`` calls. ``a.flat[key] = value`` (and
-    ``a.flat = value``) writes the host copy (made current first, one copy if it was stale)
-    and marks the device copy stale, like ``a[key] = value``.
-
-    Indexing returns what numpy's does, as SmartArrays: an element for an integer, a new 1-d
-    array (a copy) otherwise. ``np.asarray(a.flat)`` is read-only, as ``np.asarray(a)`` is:
-    a view of the host copy for a C-contiguous array, a copy otherwise.
-    """
-
-    __slots__ = ("_array", "_index", "_reading", "_size")
-    __hash__ = None  # type: ignore[assignment]  # (numpy's flatiter is unhashable too)
-
-    def __init__(self, array: SmartArray) -> None:
-        self._array = array
-        self._index = 0
-        self._size = array.size
-        # numpy's flatiter over the host view being read, kept at ``_index``.
-        self._reading: np.flatiter | None = None
-
-    @property
-    def base(self) -> SmartArray:
-        """The SmartArray being iterated over."""
-        return self._array
-
-    @property
-    def index(self) -> int:
-        """Flat index of the next element ``next`` returns."""
-        return self._index
-
-    @property
-    def coords(self) -> tuple[int, ...]:
-        """N-dimensional index of the next element ``next`` returns (past the end, numpy's
-        value: the first axis counted one further, or all zeros for a non-C-contiguous array
-        of three or more dimensions, whose coordinates numpy's iterator wraps around)."""
-        array = self._array
-        shape = array.shape
-        if (
-            not shape
-            or 0 in shape
-            or (self._index >= self._size and len(shape) > 2 and not array.flags.c_contiguous)
-        ):
-            return (0,) * len(shape)
-        inner = 1
-        for length in shape[1:]:
-            inner *= length
-        first, rest = divmod(self._index, inner)
-        return (first, *(int(i) for i in np.unravel_index(rest, shape[1:])))
-
-    def __iter__(self) -> FlatIterator:
-        return self
-
-    def __next__(self) -> Any:
-        index = self._index
-        if index >= self._size:
-            raise StopIteration
-        array = self._array
-        alloc = array._alloc
-        reading = self._reading
-        if (
-            reading is not None
-            and reading.base is array._host_ro
-            and alloc.state is not _DEVICE
-            and alloc._host_event is None
-            and alloc._device_event is None
-        ):  # fast path: the host copy is current and nothing is pending (see _fastpath)
-            self._index = index + 1
-            return next(reading)
-        with alloc.lock:  # made current (one download if it was stale), then read
-            host = array._host_view(write=False)
-            if reading is None or reading.base is not host:  # first read, or a new view
-                reading = host.flat
-                for _ in range(index):
-                    next(reading)
-                self._reading = reading
-            self._index = index + 1
-            return next(reading)
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __getitem__(self, key: Any) -> Any:
-        self._check_before_fetching(key)
-        return call_on_host(_read_flat, (self._array, key), {})
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._array._check_writeable()
-        self._check_before_fetching(key, value)
-        call_on_host(_write_flat, (self._array, key, value), {}, writes_first=True)
-
-    def _check_before_fetching(self, key: Any, *value: Any) -> None:
-        """numpy's error for a bad key (or value) before a stale host copy is fetched for
-        nothing: tried on a zero-strided stand-in of the array's shape and dtype."""
-        array = self._array
-        SmartArray = _cls
-        if array._alloc.is_valid("host") or any(
-            isinstance(x, SmartArray) for x in (key, *value)
-        ):
-            return
-        probe = _layout_probe(array.shape, array.dtype)
-        if value:
-            probe.flat[key] = value[0]
-        else:
-            probe.flat[key]
-
-    def copy(self) -> SmartArray:
-        """A flattened copy of the array (``flatiter.copy``), made where the data is
-        current (on the device for a C-contiguous array only there)."""
-        array = self._array
-        flat = array.ravel()
-        return flat.copy() if flat._alloc is array._alloc else flat
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        array = self._array
-        if array.flags.c_contiguous:  # the read-only host view, as np.asarray(a) gives
-            return array.reshape(-1).__array__(dtype, copy)
-        if copy is False:
-            raise ValueError(
-                "Unable to avoid copy while creating an array from the flat iterator of a "
-                "non-contiguous SmartArray"
-            )
-        with array._alloc.lock:
-            flat = array._host_view(write=False).flatten()
-        if dtype is not None:
-            flat = flat.astype(dtype, copy=False)
-        if copy is None:
-            flat.flags.writeable = False  # numpy's flatiter gives a read-only copy too
-        return flat
-
-    def _compare(self, other: Any, operation: Callable[[Any, Any], Any]) -> Any:
-        return operation(self._array.ravel(), other)
-
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
-        return self._compare(other, operator.eq)
-
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
-        return self._compare(other, operator.ne)
-
-    def __lt__(self, other: Any) -> Any:
-        return self._compare(other, operator.lt)
-
-    def __le__(self, other: Any) -> Any:
-        return self._compare(other, operator.le)
-
-    def __gt__(self, other: Any) -> Any:
-        return self._compare(other, operator.gt)
-
-    def __ge__(self, other: Any) -> Any:
-        return self._compare(other, operator.ge)
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        # Like numpy's flatiter, which pickle and copy refuse too.
-        raise TypeError(f"cannot pickle {type(self).__name__!r} object")
-
-
-def _read_flat(host: np.ndarray, key: Any) -> Any:
-    return host.flat[key]
-
-
-def _write_flat(host: np.ndarray, key: Any, value: Any) -> None:
-    host.flat[key] = value
-
-
-def _assign_flat(array: SmartArray, value: Any) -> None:
-    """``a.flat = value``: every element, repeating ``value`` as numpy does."""
-    FlatIterator(array)[...] = value
 
 
 def _call_bound(array: SmartArray, name: str, mutating: bool, args: tuple, kwargs: dict) -> Any:
