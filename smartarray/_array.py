@@ -17,10 +17,13 @@ from . import (
     _adoption,
     _backend,
     _fastpath,
+    _flatiter,
     _hooks,
     _host_buffers,
     _host_exports,
     _numpy_protocols,
+    _pickling,
+    _view_functions,  # noqa: F401  (registers numpy's view functions)
 )
 from ._coherence import Allocation, State
 from ._errors import HostMemory, Where, normalize_host_memory, normalize_where
@@ -106,6 +109,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     """
 
     __array_priority__ = 50
+
+    flat = _flatiter.FLAT  # an iterator like numpy's flatiter (see smartarray._flatiter)
 
     _alloc: Allocation
     _offset: int
@@ -1082,8 +1087,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return self.copy("K")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Pickle through the host copy.
-        return (_unpickle, (np.array(self._host_view(write=False), order="K"),))
+        """Pickle a host copy of the data with the label, writability and host memory kind
+        (see :mod:`smartarray._pickling`); only the device copy current: one download."""
+        return _pickling.reduce(self)
 
     def astype(
         self, dtype: Any, order: str = "K", casting: str = "unsafe", copy: bool = True
@@ -1301,6 +1307,7 @@ for _name, _member in _numpy_protocols.ndarray_members(SmartArray).items():
     setattr(SmartArray, _name, _member)
 _fastpath.install(SmartArray)
 _numpy_protocols.install(SmartArray)
+_pickling.install(SmartArray)
 
 
 def _covers(layout: np.ndarray, alloc: Allocation) -> bool:
@@ -1316,6 +1323,7 @@ def _getitem(array: np.ndarray, key: Any) -> Any:
 
 
 def _unpickle(host: np.ndarray) -> SmartArray:
+    # Pickles made before smartarray._pickling (data only) still load.
     return SmartArray._adopt(host)
 
 

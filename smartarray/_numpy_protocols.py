@@ -455,7 +455,7 @@ def array_function(
         if kind is not SmartArray and not issubclass(kind, np.ndarray):
             return NotImplemented
     special = _SPECIAL.get(func)
-    if special is not None and args and isinstance(args[0], SmartArray):
+    if special is not None and args and (isinstance(args[0], SmartArray) or func is np.einsum):
         result = special(*args, **kwargs)
         if result is not _FALLBACK:
             return result
@@ -502,8 +502,6 @@ def ndarray_members(cls: type) -> dict[str, Any]:
             continue
         if name in REFUSED_METHODS:
             members[name] = _refused(REFUSED_METHODS[name])
-        elif name == "flat":
-            members[name] = property(FlatIterator, _assign_flat, doc=np.ndarray.flat.__doc__)
         elif callable(getattr(np.ndarray, name)):
             members[name] = _forwarded_method(name)
         else:
@@ -534,55 +532,6 @@ def _forwarded_attribute(name: str) -> property:
         return getattr(self._host_view(write=False), name)
 
     return property(get, doc=getattr(np.ndarray, name).__doc__)
-
-
-class FlatIterator:
-    """``a.flat`` of a SmartArray: numpy's flat iterator whose assignments are tracked.
-
-    Reads (indexing, iteration, ``len``, ``coords``…) go to the flat iterator of a read-only
-    host view, as for any other forwarded attribute; ``a.flat[key] = value`` writes the host
-    copy (made current first, one copy if it was stale) and marks the device copy stale,
-    like ``a[key] = value``.
-    """
-
-    __slots__ = ("_array",)
-
-    def __init__(self, array: SmartArray) -> None:
-        self._array = array
-
-    def _reader(self) -> np.flatiter:
-        return self._array._host_view(write=False).flat
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._reader()[_host_key(key)]
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        def assign(host: np.ndarray, key: Any, value: Any) -> None:
-            host.flat[key] = value
-
-        call_on_host(assign, (self._array, key, value), {}, writes_first=True)
-
-    def __iter__(self) -> Any:
-        return iter(self._reader())
-
-    def __len__(self) -> int:
-        return self._array.size
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        return np.asarray(self._reader().copy(), dtype=dtype)
-
-    def __getattr__(self, name: str) -> Any:  # base, coords, index, copy()
-        return getattr(self._reader(), name)
-
-
-def _host_key(key: Any) -> Any:
-    SmartArray = _cls
-    return key._host_view(write=False) if isinstance(key, SmartArray) else key
-
-
-def _assign_flat(array: SmartArray, value: Any) -> None:
-    """``a.flat = value``: every element, repeating ``value`` as numpy does."""
-    FlatIterator(array)[...] = value
 
 
 def _call_bound(array: SmartArray, name: str, mutating: bool, args: tuple, kwargs: dict) -> Any:
