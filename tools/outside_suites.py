@@ -178,6 +178,21 @@ class _Memory:
         self.owner = owner
 
 
+def _argument_holding(result: Any, call: _Call) -> Any:
+    """The ndarray argument whose memory holds all of ``result``'s (None if none does)."""
+    import numpy as np
+
+    if not result.size:
+        return None
+    lo, hi = np.lib.array_utils.byte_bounds(np.asarray(result))
+    for original, wrapped in call.pairs:
+        if wrapped._alloc is result._alloc and wrapped.size:
+            start, end = np.lib.array_utils.byte_bounds(np.asarray(wrapped))
+            if start <= lo and hi <= end:
+                return original
+    return None
+
+
 def _view_of_original(result: Any, call: _Call) -> Any:
     """The ndarray a SmartArray result stands for (see the module docstring)."""
     import numpy as np
@@ -197,7 +212,10 @@ def _view_of_original(result: Any, call: _Call) -> Any:
         interface = dict(host.__array_interface__)
         address = original.__array_interface__["data"][0] + offset
         interface["data"] = (address, not host.flags.writeable)
-        view = np.asarray(_Memory(interface, original))
+        # The view keeps alive the argument whose memory it lies in (as numpy's and Numba's
+        # views do; tests count references), else the root the arguments are views of.
+        holder = _argument_holding(result, call)
+        view = np.asarray(_Memory(interface, original if holder is None else holder))
         if view.dtype != host.dtype:
             view = view.view(host.dtype)
         _stats["results mapped to a view of the original"] += 1
