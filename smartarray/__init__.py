@@ -9,7 +9,7 @@ from __future__ import annotations
 
 # The glue modules register themselves when imported: the Numba extension (_numba_cpu), dask's
 # lookups (_dask), and SmartArray's hooks (smartarray._hooks; _dlpack here, the others below).
-from . import _dask, _dlpack, _numba_cpu  # noqa: F401
+from . import _dask, _dlpack, _numba_buffers, _numba_cpu  # noqa: F401
 from ._array import SmartArray
 from ._backend import tier
 from ._creation import (

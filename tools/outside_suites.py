@@ -79,80 +79,160 @@ _state = threading.local()
 _stats: Counter[str] = Counter()
 
 
-def _to_smartarray(value: Any, pairs: list[tuple[Any, Any]]) -> Any:
+class _Call:
+    """The SmartArrays of one shimmed call.
+
+    ``pairs`` maps each wrapped ndarray argument to the SmartArray passed for it; ``roots``
+    maps each ndarray whose memory they use (the outermost ndarray of an argument's ``base``
+    chain) to one SmartArray copy of it. An argument that is a view is passed as the same view
+    of its root's SmartArray: its strides, flags and aliasing with other arguments (``a`` and
+    ``a[1:]`` in one call) are those of the ndarray.
+    """
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[Any, Any]] = []
+        self.roots: list[tuple[Any, Any]] = []
+        self.direct: list[tuple[Any, Any]] = []  # (copied alone: a root that is no block)
+
+
+def _root_of(value: Any) -> Any:
+    """The outermost ndarray of ``value``'s base chain (``value`` itself if it owns its data)."""
+    import numpy as np
+
+    root = value
+    while type(root.base) is np.ndarray:
+        root = root.base
+    return root
+
+
+def _wrap(value: Any, call: _Call) -> Any:
+    """The SmartArray passed for the ndarray ``value``: its root's SmartArray or a view of it."""
+    import smartarray
+
+    root = _root_of(value)
+    if not (root.flags.c_contiguous or root.flags.f_contiguous):
+        wrapped = smartarray.SmartArray(value)  # (a copy: C order)
+        call.direct.append((value, wrapped))
+        return wrapped
+    known = [wrapped for original, wrapped in call.roots if original is root]
+    if known:
+        wrapped_root = known[0]
+    else:
+        wrapped_root = smartarray.SmartArray(root)  # (a copy keeps contiguous layouts)
+        call.roots.append((root, wrapped_root))
+    if root is value:
+        return wrapped_root
+    offset = value.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    _stats["arguments wrapped as views of their root"] += 1
+    return smartarray.SmartArray._view(
+        wrapped_root._alloc,
+        wrapped_root._offset + offset,
+        value.shape,
+        value.strides,
+        value.dtype,
+        bool(value.flags.writeable),
+        wrapped_root,
+    )
+
+
+def _to_smartarray(value: Any, call: _Call) -> Any:
     """``value`` with its ndarrays (also in tuples) replaced by SmartArrays."""
     import numpy as np
 
     import smartarray
 
     if type(value) is np.ndarray:
-        for original, wrapped in pairs:
+        for original, wrapped in call.pairs:
             if original is value:
                 _stats["arguments passed twice"] += 1
                 return wrapped if value.flags.writeable else smartarray.In(wrapped)
         try:
-            wrapped = smartarray.SmartArray(value)
+            wrapped = _wrap(value, call)
         except (TypeError, ValueError, NotImplementedError) as exc:
             _stats[f"refused {value.dtype}: {type(exc).__name__}"] += 1
             return value
-        pairs.append((value, wrapped))
+        call.pairs.append((value, wrapped))
         _stats["arguments wrapped"] += 1
         return wrapped if value.flags.writeable else smartarray.In(wrapped)
     if type(value) is tuple:
-        return tuple(_to_smartarray(item, pairs) for item in value)
+        return tuple(_to_smartarray(item, call) for item in value)
     return value
 
 
-def _copy_back(pairs: list[tuple[Any, Any]]) -> None:
+def _copy_back(call: _Call) -> None:
     import numpy as np
 
-    for original, wrapped in pairs:
+    for original, wrapped in call.roots:
+        if original.flags.writeable:
+            np.copyto(original, np.asarray(wrapped), casting="no")
+    for original, wrapped in call.direct:
         if original.flags.writeable:
             np.copyto(original, np.asarray(wrapped), casting="no")
 
 
-def _view_of_original(result: Any, pairs: list[tuple[Any, Any]]) -> Any:
+class _Memory:
+    """Holds an ``__array_interface__`` (and the ndarray whose memory it describes)."""
+
+    def __init__(self, interface: dict[str, Any], owner: Any) -> None:
+        self.__array_interface__ = interface
+        self.owner = owner
+
+
+def _argument_holding(result: Any, call: _Call) -> Any:
+    """The ndarray argument whose memory holds all of ``result``'s (None if none does)."""
+    import numpy as np
+
+    if not result.size:
+        return None
+    lo, hi = np.lib.array_utils.byte_bounds(np.asarray(result))
+    for original, wrapped in call.pairs:
+        if wrapped._alloc is result._alloc and wrapped.size:
+            start, end = np.lib.array_utils.byte_bounds(np.asarray(wrapped))
+            if start <= lo and hi <= end:
+                return original
+    return None
+
+
+def _view_of_original(result: Any, call: _Call) -> Any:
     """The ndarray a SmartArray result stands for (see the module docstring)."""
     import numpy as np
 
-    for original, wrapped in pairs:
+    for original, wrapped in call.pairs:
         if result is wrapped:
             _stats["results mapped to the original"] += 1
             return original
     host = result.get() if result.flags.writeable else np.asarray(result)
-    for original, wrapped in pairs:
+    for original, wrapped in call.roots + call.direct:
         if result._alloc is not wrapped._alloc:
             continue
         whole = wrapped.get()
         if original.shape != whole.shape or original.strides != whole.strides:
             break
         offset = host.__array_interface__["data"][0] - whole.__array_interface__["data"][0]
-        try:
-            start = original.reshape(-1, order="A").view(np.uint8)
-            view = np.lib.stride_tricks.as_strided(
-                start[offset:], shape=host.shape, strides=host.strides, writeable=True
-            ).view(host.dtype)
-        except (ValueError, TypeError):
-            break
-        if view.shape == host.shape and view.strides == host.strides:
-            if not host.flags.writeable:
-                view.flags.writeable = False
-            _stats["results mapped to a view of the original"] += 1
-            return view
-        break
+        interface = dict(host.__array_interface__)
+        address = original.__array_interface__["data"][0] + offset
+        interface["data"] = (address, not host.flags.writeable)
+        # The view keeps alive the argument whose memory it lies in (as numpy's and Numba's
+        # views do; tests count references), else the root the arguments are views of.
+        holder = _argument_holding(result, call)
+        view = np.asarray(_Memory(interface, original if holder is None else holder))
+        if view.dtype != host.dtype:
+            view = view.view(host.dtype)
+        _stats["results mapped to a view of the original"] += 1
+        return view
     _stats["results converted to host ndarrays"] += 1
     return host
 
 
-def _to_ndarray(value: Any, pairs: list[tuple[Any, Any]]) -> Any:
+def _to_ndarray(value: Any, call: _Call) -> Any:
     import smartarray
 
     if isinstance(value, smartarray.SmartArray):
-        return _view_of_original(value, pairs)
+        return _view_of_original(value, call)
     if type(value) is tuple:
-        return tuple(_to_ndarray(item, pairs) for item in value)
+        return tuple(_to_ndarray(item, call) for item in value)
     if type(value) is list:
-        return [_to_ndarray(item, pairs) for item in value]
+        return [_to_ndarray(item, call) for item in value]
     return value
 
 
@@ -160,10 +240,10 @@ def _shimmed(call: Any, self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     """Run ``call(self, *args, **kwargs)`` with SmartArray arguments (outermost calls only)."""
     if getattr(_state, "inside", False):
         return call(self, *args, **kwargs)
-    pairs: list[tuple[Any, Any]] = []
-    new_args = tuple(_to_smartarray(value, pairs) for value in args)
-    new_kwargs = {name: _to_smartarray(value, pairs) for name, value in kwargs.items()}
-    if not pairs:
+    shimmed_call = _Call()
+    new_args = tuple(_to_smartarray(value, shimmed_call) for value in args)
+    new_kwargs = {name: _to_smartarray(value, shimmed_call) for name, value in kwargs.items()}
+    if not shimmed_call.pairs:
         return call(self, *args, **kwargs)
     _stats["calls with SmartArrays"] += 1
     _state.inside = True
@@ -171,8 +251,8 @@ def _shimmed(call: Any, self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         result = call(self, *new_args, **new_kwargs)
     finally:
         _state.inside = False
-        _copy_back(pairs)
-    return _to_ndarray(result, pairs)
+        _copy_back(shimmed_call)
+    return _to_ndarray(result, shimmed_call)
 
 
 def install_cpu_shim() -> None:
@@ -187,7 +267,7 @@ def install_cpu_shim() -> None:
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         return _shimmed(c_call, self, args, kwargs)
 
-    Dispatcher.__call__ = __call__  # type: ignore[method-assign]
+    Dispatcher.__call__ = __call__  # type: ignore[method-assign, assignment]
 
 
 def install_cuda_shim() -> None:
