@@ -353,16 +353,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         if where == "gpu":
             _backend.require_device()
             _backend.check_device_dtype(host.dtype)
-        alloc = Allocation(
-            host.shape,
-            host.dtype,
-            layout,
-            host=host,
-            device=None,
-            state=State.HOST,
-            host_memory=memory,
-            label=label,
-        )
+        alloc = Allocation.on_host(host, layout, host_memory=memory, label=label)
         if not copy:
             # Writes through the caller's ndarray would be invisible to the coherence state:
             # lock it read-only while this memory is adopted (and refuse a second adoption).
@@ -447,15 +438,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             layout = "F"
         else:
             raise AssertionError("_own needs a contiguous ndarray")
-        alloc = Allocation(
-            host.shape,
-            host.dtype,
-            layout,
-            host=host,
-            device=None,
-            state=_HOST,
-            host_memory="pageable",
-        )
+        alloc = Allocation.on_host(host, layout, host_memory="pageable")
         array = cls.__new__(cls)
         array._init_view(alloc, 0, host.shape, host.strides, host.dtype, flags.writeable)
         return array
@@ -1356,13 +1339,4 @@ def _new_allocation(
             shape, dtype, order, host_memory=memory, label=label, stream=stream
         )
     host = _host_buffers.host_empty(shape, dtype, order, memory)
-    return Allocation(
-        shape,
-        dtype,
-        order,
-        host=host,
-        device=None,
-        state=State.HOST,
-        host_memory=memory,
-        label=label,
-    )
+    return Allocation.on_host(host, order, host_memory=memory, label=label)

@@ -129,6 +129,17 @@ class Allocation:
             self.state = State.BOTH
 
     @classmethod
+    def on_host(
+        cls, host: np.ndarray, order: str, *, host_memory: HostMemory, label: str | None = None
+    ) -> Allocation:
+        """A new allocation over the contiguous host buffer ``host``, current on the host
+        (for mapped memory, on both sides: the two are one buffer)."""
+        return cls(
+            host.shape, host.dtype, order, host=host, device=None, state=State.HOST,
+            host_memory=host_memory, label=label,
+        )  # fmt: skip
+
+    @classmethod
     def on_device(
         cls,
         shape: tuple[int, ...],

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from . import _backend, _host_buffers
-from ._coherence import Allocation, State
+from ._coherence import Allocation
 from ._errors import HostMemory
 
 if TYPE_CHECKING:
@@ -68,16 +68,7 @@ def restore(
     else:
         host = _host_buffers.host_empty(data.shape, data.dtype, layout, host_memory)
         host[...] = data
-    alloc = Allocation(
-        host.shape,
-        host.dtype,
-        layout,
-        host=host,
-        device=None,
-        state=State.HOST,  # (both copies current for mapped memory: Allocation sees to it)
-        host_memory=host_memory,
-        label=label,
-    )
+    alloc = Allocation.on_host(host, layout, host_memory=host_memory, label=label)
     return _cls._view(
         alloc, 0, host.shape, tuple(host.strides), host.dtype, bool(writeable), None
     )
