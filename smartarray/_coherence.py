@@ -217,23 +217,37 @@ class Allocation:
                 _pinned_pool.fence(self.host, self._host_event)
             return device
 
-    def device_resident(self, writes: bool) -> bool:
-        """True when device work on the default stream can use the device copy as it is,
-        with no copy, no ordering and no flag to change (call with the lock held).
+    def resident_view(
+        self,
+        writes: bool,
+        offset: int,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        dtype: np.dtype,
+    ) -> Any:
+        """The device view for device work on the default stream that can use the device copy
+        as it is, with no copy, no ordering and no flag to change; None when it cannot (call
+        with the lock held; the caller pins the allocation for its launch or call).
 
         That is: the device copy is current, and is the only one a write could make stale
         (state DEVICE; BOTH too when the work only reads), no event is pending, no launch is
         in preparation, no host export must be refreshed, and the memory is not mapped.
         """
         state = self.state
-        return (
+        if not (
             (state is State.DEVICE or (state is State.BOTH and not writes))
             and self.device is not None
             and self._device_event is None
             and self._launch is None
             and not self.host_exports
             and self.host_memory != "mapped"
-        )
+        ):
+            return None
+        if dtype is not self.dtype:  # (a view of another dtype, e.g. a.view(np.int32))
+            _backend.check_device_dtype(dtype)
+        if self._device_owned:
+            _memory.touch(self)  # (the least recently used copies are evicted first)
+        return self.device_view(offset, shape, strides, dtype)
 
     def wait_host(self) -> None:
         """Block until pending work that touches this allocation's host memory is done."""

@@ -91,15 +91,12 @@ def _unwrap_input(
 
 def _resident(array: SmartArray, stream: Any, writes: bool) -> Any:
     """The device view of ``array`` if the call can use it as it is (nothing to copy or
-    order: ``Allocation.device_resident``), else None (call with the lock held)."""
-    alloc = array._alloc
-    if not (_backend.is_default_stream(stream) and alloc.device_resident(writes)):
+    order: ``Allocation.resident_view``), else None (call with the lock held)."""
+    if not _backend.is_default_stream(stream):
         return None
-    if array._dtype is not alloc.dtype:
-        _backend.check_device_dtype(array._dtype)
-    if alloc._device_owned:
-        _memory.touch(alloc)  # (the least recently used copies are evicted first)
-    return alloc.device_view(array._offset, array._shape, array._strides, array._dtype)
+    return array._alloc.resident_view(
+        writes, array._offset, array._shape, array._strides, array._dtype
+    )
 
 
 def _unwrap_output(

@@ -95,15 +95,13 @@ def _resident_argument(array: SmartArray, intent: str, retr: list, stream: Any) 
     writes = intent != "in"
     if writes and not array._writeable:
         return None  # (the general path raises the error)
-    if array._dtype is not alloc.dtype:
-        _backend.check_device_dtype(array._dtype)
     with alloc.lock:
-        if not alloc.device_resident(writes):
+        device = alloc.resident_view(
+            writes, array._offset, array._shape, array._strides, array._dtype
+        )
+        if device is None:
             return None
         _memory.launch_pins(retr).add(alloc)
-        device = alloc.device_view(array._offset, array._shape, array._strides, array._dtype)
-        if alloc._device_owned:
-            _memory.touch(alloc)
         # (what recording the launch as device work does on the default stream; set before
         # the launch is enqueued, which only makes a later non-blocking stream wait for it)
         alloc._default_stream_work = _backend.is_gpu_default_stream(stream)

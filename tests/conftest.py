@@ -69,3 +69,13 @@ def _isolated_device_memory() -> Iterator[None]:
     yield
     if smartarray.device_memory_limit() != limit:
         smartarray.set_device_memory_limit(limit)
+
+
+@pytest.fixture
+def empty_budget() -> Iterator[None]:
+    """No device copy held by earlier tests' arrays (dead or alive), and no limit."""
+    gc.collect()
+    smartarray.set_device_memory_limit(0)  # evicts whatever can be evicted
+    smartarray.set_device_memory_limit(None)
+    yield
+    smartarray.set_device_memory_limit(None)

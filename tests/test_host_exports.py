@@ -332,16 +332,6 @@ def test_a_refused_refresh_names_the_export_and_keeps_the_results() -> None:
     np.testing.assert_array_equal(h, np.full(N, 2.0))
 
 
-@pytest.fixture
-def empty_budget() -> Iterator[None]:
-    """No device copy held by earlier tests' arrays (dead or alive), no limit."""
-    gc.collect()
-    sa.set_device_memory_limit(0)  # evicts whatever can be evicted
-    sa.set_device_memory_limit(None)
-    yield
-    sa.set_device_memory_limit(None)
-
-
 @device
 @pytest.mark.usefixtures("empty_budget")
 def test_an_exported_array_stays_evictable_and_freeable() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ import smartarray as sa
 from smartarray import _backend, _memory
 from smartarray._coherence import Allocation
 
-pytestmark = pytest.mark.device
+pytestmark = [pytest.mark.device, pytest.mark.usefixtures("empty_budget")]
 
 N = 8
 NBYTES = N * 8
@@ -41,14 +40,6 @@ def copy_kernel(dst, src):  # type: ignore[no-untyped-def]
         dst[i] = src[i]
 
 
-@pytest.fixture(autouse=True)
-def _empty_budget() -> Iterator[None]:
-    """Start with no device copy held by earlier tests' arrays (dead or alive), no limit."""
-    gc.collect()
-    sa.set_device_memory_limit(0)  # evicts whatever can be evicted
-    sa.set_device_memory_limit(None)
-    yield
-    sa.set_device_memory_limit(None)
 
 
 def counts(t: sa.TransferStats) -> tuple[int, int, int]:
