@@ -513,7 +513,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     @property
     def location(self) -> str:
         """``'host'``, ``'gpu'`` or ``'both'``: which copies are current."""
-        return self._alloc.state.value
+        return self._alloc.current_state().value
 
     @property
     def host_memory(self) -> str:
@@ -914,13 +914,14 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     # --- numpy protocols ----------------------------------------------------------------------
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        """The host copy (made current) as a **read-only** ndarray, or a copy with ``copy=True``.
+        """The host copy (made current) as an ndarray view, or a copy with ``copy=True``.
 
-        A read-only view is handed out so that code writing through ``np.asarray(a)`` fails
-        loudly instead of leaving a stale device copy. Use :meth:`get` for a writable buffer.
-        While the view (or any view derived from it) is alive, device writes of this array
-        (kernel launches, CUDA ufunc outputs, ``mark_changed('gpu')``) are copied back at once,
-        so that it never shows stale data (see :mod:`smartarray._host_exports`).
+        The view is writable if this array is (``x = np.asarray(x); x -= x.mean()`` writes
+        ``a``, as for an ndarray), read-only otherwise. It is tracked while it, or any view
+        derived from it, is alive (see :mod:`smartarray._host_exports`): writes through it,
+        by any means, are found before the device copy is next used (which is then
+        re-uploaded), and device writes of this array (kernel launches, CUDA ufunc outputs,
+        ``mark_changed('gpu')``) are copied back at once, so that it never shows stale data.
         """
         alloc = self._alloc
         with alloc.lock:
@@ -931,6 +932,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             if copy:
                 return np.array(host, dtype=dtype, copy=True)
             if dtype is None or np.dtype(dtype) == host.dtype:
+                if self._writeable:  # the writable view (the host copy is current: no flag
+                    host = self._host_rw  # changes)
+                    if host is None:
+                        host = self._host_view(write=True, sync=False)
                 # A new ndarray object (a caller setting its .shape must not change the cached
                 # view), counted as a live export: kept current after device writes.
                 return _host_exports.export(alloc, host)

@@ -42,6 +42,8 @@ from . import _backend, _host_buffers, _memory, _pinned_pool, _transfer
 from ._errors import HostMemory, Where
 
 _labels = itertools.count(1)
+# Host snapshots (see Allocation.check_host_exports) of at most this many bytes are bytes.
+_SMALL_SNAPSHOT = 1 << 16
 _keys = itertools.count(1)
 
 
@@ -121,6 +123,11 @@ class Allocation:
         # finalizer, which may run in any thread at any time. While it is not empty, device
         # writes are downloaded at once (refresh_host_exports).
         self.host_exports: list[None] = []
+        # A copy of the host bytes taken when they last equalled the device copy (state BOTH)
+        # while host exports were alive, or None. Exports are writable ndarrays, written in
+        # ways smartarray never sees (numpy, @njit, ctypes): before the device copy is used
+        # as current, the host buffer is compared with this copy (check_host_exports).
+        self._host_snapshot: np.ndarray | bytes | None = None
         if host_memory == "mapped":
             if self.host is None:
                 self.host = _host_buffers.host_empty(shape, dtype, order, "mapped")
@@ -182,9 +189,57 @@ class Allocation:
 
     def is_valid(self, where: Where) -> bool:
         """True when the ``where`` copy is current."""
-        if self.state is State.BOTH:
+        state = self.current_state()
+        if state is State.BOTH:
             return True
-        return self.state.value == where
+        return state.value == where
+
+    def current_state(self) -> State:
+        """The state, after writes through host exports were looked for (see
+        :meth:`check_host_exports`)."""
+        if self._host_snapshot is not None:
+            with self.lock:
+                self.check_host_exports()
+        return self.state
+
+    def check_host_exports(self) -> None:
+        """Look for writes made through host exports (``np.asarray(a)``) since the host copy
+        last equalled the device copy: if the host bytes differ from the snapshot taken then,
+        the host copy was written and the device copy is stale (``BOTH`` -> ``HOST``).
+
+        Called with the lock held before the device copy is used as current, and before a
+        launch records the state it would go back to. Costs one comparison of the host
+        buffer with its snapshot, and only while a snapshot is held (an export was taken, or
+        is alive, while both copies were current). The snapshot is kept while exports live
+        (they may be written again) and dropped otherwise.
+        """
+        snapshot = self._host_snapshot
+        if snapshot is None:
+            return
+        if self.state is State.BOTH:
+            assert self.host is not None
+            self.wait_host()
+            if not _same_bytes(self.host, snapshot):
+                self.state = State.HOST  # written through an export: the device copy is stale
+            elif self.host_exports:
+                return  # still equal, and exports that may write are alive: keep watching
+        self._host_snapshot = None
+
+    def watch_host_exports(self) -> None:
+        """Host exports are alive (or one was just taken): if both copies are current, take
+        the snapshot that :meth:`check_host_exports` compares with (call with the lock held
+        and the host copy complete: no copy into it pending)."""
+        if (
+            self._host_snapshot is None
+            and self.state is State.BOTH
+            and self.host_memory != "mapped"
+            and self.host is not None
+        ):
+            host = self.host
+            # (small arrays as bytes: the quickest to take and to compare)
+            self._host_snapshot = (
+                host.tobytes("A") if host.nbytes <= _SMALL_SNAPSHOT else host.copy(order="A")
+            )
 
     # --- reads: make a side valid ----------------------------------------------------------
 
@@ -204,6 +259,7 @@ class Allocation:
         (on any stream). ``launch`` identifies the kernel launch being prepared, if any.
         """
         with self.lock:
+            self.check_host_exports()
             self._order_after_device_work(stream)
             device = self._device_buffer(stream)
             same_launch = launch is not None and self._launch is launch
@@ -215,6 +271,8 @@ class Allocation:
                 # (and a pooled buffer is not reused before it is done, if this array dies).
                 self._host_event = self._note_device_work(stream)
                 _pinned_pool.fence(self.host, self._host_event)
+                if self.host_exports:
+                    self.watch_host_exports()
             return device
 
     def resident_view(
@@ -231,8 +289,11 @@ class Allocation:
 
         That is: the device copy is current, and is the only one a write could make stale
         (state DEVICE; BOTH too when the work only reads), no event is pending, no launch is
-        in preparation, no host export must be refreshed, and the memory is not mapped.
+        in preparation, no host export is alive (to refresh or to check for writes; a dead
+        one's writes are looked for first), and the memory is not mapped.
         """
+        if self._host_snapshot is not None:  # (an export died: were there writes through it?)
+            self.check_host_exports()
         state = self.state
         if not (
             (state is State.DEVICE or (state is State.BOTH and not writes))
@@ -264,6 +325,7 @@ class Allocation:
         """Declare the ``where`` copy modified: the other copy becomes stale."""
         with self.lock:
             self._launch = None
+            self._host_snapshot = None  # (the declared side is the current one)
             if where == "host":
                 if self.state is State.DEVICE:
                     # Writes to a stale host copy would be lost (or mixed with stale bytes).
@@ -302,6 +364,7 @@ class Allocation:
         :meth:`device_written` once its write has been enqueued.
         """
         with self.lock:
+            self.check_host_exports()
             if overwrite_all and self.state is State.HOST:
                 self._order_after_device_work(stream)
                 return self._device_buffer(stream)
@@ -316,6 +379,7 @@ class Allocation:
         the same allocation passed twice (``k(x, x)``, ``k(y[:4], y[4:])``) is not re-uploaded.
         """
         with self.lock:
+            self.check_host_exports()
             if self.state is State.BOTH and self.host_memory != "mapped":
                 self.state = State.HOST
                 self._launch = launch
@@ -445,6 +509,10 @@ class Allocation:
         self.state = State.BOTH
         self._host_event = self._note_device_work(stream)
         _pinned_pool.fence(host, self._host_event)
+        self._host_snapshot = None  # (the host copy was overwritten)
+        if self.host_exports:  # exports may be written from now on: snapshot the new bytes
+            self.wait_host()
+            self.watch_host_exports()
 
     def _drop_device(self) -> None:
         """Let go of the (stale or duplicate) device copy; the host copy is current."""
@@ -455,6 +523,7 @@ class Allocation:
         self._default_stream_work = False
         self._launch = None
         self.state = State.HOST
+        self._host_snapshot = None
         if self._device_owned and self._exported_device is None:
             self._device_owned = False
             _memory.release(self)
@@ -520,3 +589,20 @@ class Allocation:
             view = _backend.device_view(self.device, offset, shape, strides, dtype)
             self._device_views[key] = view
         return view
+
+
+def _same_bytes(host: np.ndarray, snapshot: np.ndarray | bytes) -> bool:
+    """True when the contiguous array ``host`` holds the bytes of ``snapshot`` (its bytes, or
+    an array of its shape and layout; compared in 16 MiB pieces, as 8-byte words where the
+    size allows)."""
+    if isinstance(snapshot, bytes):
+        return host.tobytes("A") == snapshot
+    a = host.reshape(-1, order="A").view(np.uint8)
+    b = snapshot.reshape(-1, order="A").view(np.uint8)
+    if a.size % 8 == 0:
+        a, b = a.view(np.uint64), b.view(np.uint64)
+    step = (16 << 20) // a.itemsize
+    for start in range(0, a.size, step):
+        if not np.equal(a[start : start + step], b[start : start + step]).all():
+            return False
+    return True

@@ -33,8 +33,9 @@ class FlatIterator:
     and marks the device copy stale, like ``a[key] = value``.
 
     Indexing returns what numpy's does, as SmartArrays: an element for an integer, a new 1-d
-    array (a copy) otherwise. ``np.asarray(a.flat)`` is read-only, as ``np.asarray(a)`` is:
-    a view of the host copy for a C-contiguous array, a copy otherwise.
+    array (a copy) otherwise. ``np.asarray(a.flat)`` is what numpy gives: for a C-contiguous
+    array the view ``np.asarray(a)`` gives (writable, watched for writes), a read-only copy
+    otherwise.
     """
 
     __slots__ = ("_array", "_index", "_reading", "_size")
@@ -141,7 +142,7 @@ class FlatIterator:
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         array = self._array
-        if array.flags.c_contiguous:  # the read-only host view, as np.asarray(a) gives
+        if array.flags.c_contiguous:  # the host view np.asarray(a) gives, as numpy's
             return array.reshape(-1).__array__(dtype, copy)
         if copy is False:
             raise ValueError(

@@ -1,7 +1,13 @@
-"""Host exports: read-only ndarray views of the host copy that stay current while kept.
+"""Host exports: ndarray views of the host copy, watched for writes and kept current.
 
-``np.asarray(a)`` (``SmartArray.__array__``) hands out a read-only view of ``a``'s host copy,
-made current first. A caller may *keep* that view::
+``np.asarray(a)`` (``SmartArray.__array__``) hands out a view of ``a``'s host copy, made
+current first: writable for a writable ``a``, as numpy hands out an ndarray itself, so that
+``x = np.asarray(x); x -= x.mean()`` writes ``a``. Writes through it cannot be seen as they
+happen (numpy, ``@njit`` and C code write through its data pointer): the coherence state
+machine finds them by comparing the host bytes with a snapshot before the device copy is next
+used (:meth:`~smartarray._coherence.Allocation.check_host_exports`; the snapshot is taken by
+:func:`export` and whenever both copies become equal while exports are alive). A caller may
+also *keep* that view::
 
     h = np.asarray(x)
     for step in range(3):
@@ -35,8 +41,9 @@ kept view would silently show old values. This module keeps such views current i
   copy-back for ndarrays, paid only while an export lives (a launch with no live export pays
   one truth test per written argument).
 
-Taking an export costs no copy when the host copy is current (one download from the
-``DEVICE`` state, as any host read); releasing it costs nothing and changes no flag. Device
+Taking an export costs no transfer when the host copy is current (one download from the
+``DEVICE`` state, as any host read), and, while the device copy is current too, a host copy
+of the allocation (the snapshot); releasing it costs nothing and changes no flag. Device
 writes that smartarray cannot see are not covered: writes through a pointer handed out earlier
 (``__cuda_array_interface__``, ``a.get('gpu')``, a DLPack device export) need
 ``a.mark_changed('gpu')``, which then refreshes the exports. ``a.get('host')`` and DLPack host
@@ -75,16 +82,18 @@ class _ExportHandle(np.ndarray):
 
 
 def export(alloc: Allocation, host_view: np.ndarray) -> np.ndarray:
-    """A new read-only ndarray over ``host_view``'s memory, counted as a live export of
-    ``alloc`` for as long as it or any view derived from it lives.
+    """A new ndarray over ``host_view``'s memory (writable if it is), counted as a live
+    export of ``alloc`` for as long as it or any view derived from it lives, and watched for
+    writes (:meth:`Allocation.watch_host_exports`).
 
-    Call with ``alloc.lock`` held and ``alloc``'s host copy current; ``host_view`` is a
-    read-only view of ``alloc``'s host buffer.
+    Call with ``alloc.lock`` held and ``alloc``'s host copy current; ``host_view`` is a view
+    of ``alloc``'s host buffer.
     """
     handle = host_view.view(_Anchor).view(_ExportHandle)
     counter = alloc.host_exports
     counter.append(None)
     handle._counter = counter
+    alloc.watch_host_exports()
     return handle.view(np.ndarray)
 
 

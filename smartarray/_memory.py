@@ -126,8 +126,13 @@ class LaunchPins:
             _BUDGET.launches.add(self)
 
     def add(self, alloc: Allocation) -> None:
-        """Pin ``alloc`` for this launch (call with ``alloc.lock`` held)."""
+        """Pin ``alloc`` for this launch (call with ``alloc.lock`` held).
+
+        The state recorded for :meth:`abort` is taken after writes through host exports are
+        looked for, so that going back to it never makes a written host copy look clean.
+        """
         if alloc.key not in self.states:
+            alloc.check_host_exports()
             with _BUDGET.lock:
                 self.states[alloc.key] = (alloc, alloc.state)
 

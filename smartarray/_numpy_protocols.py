@@ -492,7 +492,8 @@ def ndarray_members(cls: type) -> dict[str, Any]:
     """Members forwarding the public ndarray methods and attributes that ``cls`` lacks.
 
     Methods run on the host copy (made current first; mutating ones mark it changed),
-    attributes (``ctypes``, ``data``, ``flat``…) are read from a read-only host view, and
+    attributes (``ctypes``, ``data``, ``device``) are read from the host export that
+    ``np.asarray(a)`` gives (writable for a writable array, watched for writes), and
     :data:`REFUSED_METHODS` are properties raising ``AttributeError`` with the reason (so
     ``hasattr`` is false for them, as for any missing attribute).
     """
@@ -529,7 +530,9 @@ def _forwarded_method(name: str) -> Callable[..., Any]:
 
 def _forwarded_attribute(name: str) -> property:
     def get(self: SmartArray) -> Any:
-        return getattr(self._host_view(write=False), name)
+        # Read from what np.asarray(self) gives: a tracked host export (writable for a
+        # writable array), so that writes through ``a.ctypes`` or ``a.data`` are found too.
+        return getattr(self.__array__(), name)
 
     return property(get, doc=getattr(np.ndarray, name).__doc__)
 

@@ -226,23 +226,23 @@ def test_flat_assignment_marks_the_device_copy_stale() -> None:
 
 
 @pytest.mark.device
-def test_writing_iterators_numpy_cannot_dispatch_change_nothing() -> None:
-    # Documented difference: they get the read-only np.asarray view and numpy refuses it.
+def test_writing_iterators_numpy_cannot_dispatch() -> None:
+    # np.nditer writes through the writable np.asarray view: found before the next launch.
     a = SmartArray(np.arange(4.0))
     inc[1, 4](a)  # only the device copy is current
-    with pytest.raises(ValueError, match="read-only"):
-        np.nditer(a, op_flags=[["readwrite"]])
+    with smartarray.track_transfers() as ledger:
+        with np.nditer(a, op_flags=[["readwrite"]]) as items:
+            for item in items:
+                item[...] = 2 * item
+        assert a.location == "host"  # the write was found: the device copy is stale
+        inc[1, 4](a)
+        assert a.tolist() == [3.0, 5.0, 7.0, 9.0]
+    assert (ledger.h2d_count, ledger.d2h_count) == (1, 2)
+    # Generator methods with out= take ndarrays only: numpy refuses, nothing changes.
     with pytest.raises(ValueError, match="writable"):
         np.random.default_rng(0).random(out=a)
-    assert a.location == "both"  # np.asarray read it: nothing marked written
-    np.testing.assert_array_equal(a.get("gpu").copy_to_host(), [1.0, 2.0, 3.0, 4.0])
-    host = a.get("host")
-    with np.nditer(host, op_flags=[["readwrite"]]) as items:
-        for item in items:
-            item[...] = 2 * item
-    a.mark_changed("host")
-    inc[1, 4](a)
-    assert a.tolist() == [3.0, 5.0, 7.0, 9.0]
+    assert a.location == "both"
+    np.testing.assert_array_equal(a.get("gpu").copy_to_host(), [3.0, 5.0, 7.0, 9.0])
 
 
 # --- SmartArrays kept by typed containers that outlive the call ------------------------------
@@ -384,10 +384,15 @@ def test_nan_to_num_without_copy_marks_the_device_copy_stale() -> None:
     assert (ledger.h2d_count, ledger.d2h_count) == (1, 1)
 
 
-def test_require_writeable_is_a_copy_documented() -> None:
-    # np.require cannot be dispatched (documented): a writable copy, not the SmartArray.
+@pytest.mark.device
+def test_require_writeable_gives_the_tracked_host_view() -> None:
+    # np.require cannot be dispatched: it gets np.asarray's writable view, as an ndarray
+    # would give itself, and writes through it reach the SmartArray (and its device copy).
     a = SmartArray(np.arange(3.0))
-    copy = np.require(a, requirements="W")
-    assert type(copy) is np.ndarray and copy.flags.writeable
-    copy[0] = 99.0
-    assert a[0] == 0.0
+    inc[1, 3](a)
+    view = np.require(a, requirements="W")
+    assert type(view) is np.ndarray and view.flags.writeable
+    view[0] = 99.0
+    assert a[0] == 99.0
+    inc[1, 3](a)
+    assert a.tolist() == [100.0, 3.0, 4.0]

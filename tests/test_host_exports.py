@@ -54,7 +54,7 @@ def total_of(array: sa.SmartArray) -> Any:
 def test_an_export_lives_as_long_as_any_view_derived_from_it() -> None:
     x = sa.SmartArray(np.arange(12.0))
     h = np.asarray(x)
-    assert live(x) == 1 and not h.flags.writeable
+    assert live(x) == 1 and h.flags.writeable  # (x is writable)
     derived = [h[1:], h.reshape(3, 4).T, h[::2].reshape(2, 3)[1], h.view(np.int64), h[None]]
     del h
     gc.collect()
@@ -106,8 +106,8 @@ def test_host_writes_show_through_a_kept_export_without_copies() -> None:
         x += 1
     assert t.count == 0
     np.testing.assert_array_equal(h, np.r_[np.ones(3), 8.0, np.ones(N - 4)])
-    with pytest.raises(ValueError, match="read-only"):
-        h[0] = 1.0  # still read-only: writes go through the SmartArray
+    h[0] = 5.0  # and writes through the export show in the SmartArray
+    assert x[0] == 5.0
     np.testing.assert_array_equal(np.asarray(x), h)
 
 
@@ -162,7 +162,7 @@ def test_a_memoryview_of_the_export_keeps_it_counted() -> None:
     x = sa.SmartArray(np.arange(N, dtype=np.float64))
     with sa.track_transfers() as t:
         m = memoryview(np.asarray(x))
-    assert t.count == 0 and m.readonly and live(x) == 1
+    assert t.count == 0 and not m.readonly and live(x) == 1
     of_it = np.asarray(m)
     del m
     assert live(x) == 1

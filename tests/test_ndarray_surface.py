@@ -101,7 +101,9 @@ def test_no_buffer_protocol_so_numba_never_probes_it() -> None:
     with pytest.raises(TypeError):
         memoryview(a)  # type: ignore[arg-type]
     view = memoryview(np.asarray(a))
-    assert view.readonly and view.shape == (2, 3) and view.tobytes() == np.arange(6.0).tobytes()
+    assert view.shape == (2, 3) and view.tobytes() == np.arange(6.0).tobytes()
+    assert not view.readonly and memoryview(np.asarray(a.T)).readonly is False
+    assert memoryview(np.asarray(a.diagonal())).readonly  # a read-only view's
 
 
 def test_numba_typeof_is_registered_for_the_class(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -408,21 +408,23 @@ def test_setitem_on_zero_d_and_empty() -> None:
 # --- __array__ -----------------------------------------------------------------------------
 
 
-def test_asarray_is_a_read_only_view() -> None:
+def test_asarray_is_a_view_of_the_host_copy() -> None:
     a = SmartArray(_c2d())
     view = np.asarray(a)
-    assert not view.flags.writeable
+    assert view.flags.writeable and type(view) is np.ndarray
     np.testing.assert_array_equal(view, _c2d())
-    with pytest.raises(ValueError, match="read-only"):
-        view[0, 0] = 1.0  # writes through np.asarray(a) must fail loudly
-    with pytest.raises(ValueError, match="read-only"):
-        np.add(view, 1, out=view)
-    assert a[0, 0] == 0.0
+    view[0, 0] = 1.0  # writes through np.asarray(a) reach a, as for an ndarray
+    np.add(view, 1, out=view)
+    assert a[0, 0] == 2.0 and a[2, 3] == 12.0
     a[0, 0] = 42.0  # the view shares memory with the host copy
     assert view[0, 0] == 42.0
     # Changing the returned array's metadata does not change the SmartArray.
     view.shape = (12,)
     assert a.shape == (3, 4) and (a + 0).shape == (3, 4)
+    # A read-only SmartArray gives a read-only view.
+    diagonal = np.asarray(a.diagonal())
+    with pytest.raises(ValueError, match="read-only"):
+        diagonal[0] = 1.0
 
 
 def test_array_copy_keyword() -> None:
@@ -432,7 +434,7 @@ def test_array_copy_keyword() -> None:
     copied[0, 0] = -1.0
     assert a[0, 0] == 0.0
     no_copy = np.asarray(a, copy=False)
-    assert not no_copy.flags.writeable
+    assert no_copy.flags.writeable and np.shares_memory(no_copy, np.asarray(a))
     a[1, 1] = 3.0
     assert no_copy[1, 1] == 3.0
     full = np.array(a)

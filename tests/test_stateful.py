@@ -390,6 +390,40 @@ class CoherenceMachine(RuleBasedStateMachine):
 
         self.expect_step(act)  # costs nothing, changes no flag
 
+    def written_through_export(self, new: np.ndarray) -> None:
+        """The model after a write through a host export: the device copy goes stale only if
+        the host bytes changed (writes the coherence layer finds by comparing bytes)."""
+        if new.tobytes() != self.model.tobytes():
+            self.host_written()
+        self.model = new
+
+    @precondition(lambda self: self.export is not None)
+    @rule(i=index, v=value)
+    def write_through_kept_export(self, i: int, v: float) -> None:
+        lo, hi = self.export_span
+        assert self.export is not None
+        j = i % (hi - lo)
+        self.expect_step(lambda: self.export.__setitem__(j, v))  # (a plain ndarray write)
+        new = self.model.copy()
+        new[lo + j] = v
+        self.written_through_export(new)
+
+    @rule(v=value)
+    def helper_writes_through_asarray(self, v: float) -> None:
+        def act() -> None:
+            x = np.asarray(self.array)
+            x += v  # the view dies here
+
+        self.expect_step(act, d2h=self.host_needs())
+        self.host_valid = True
+        self.written_through_export(self.model + v)
+
+    @rule(v=value)
+    def njit_writes_through_asarray(self, v: float) -> None:
+        self.expect_step(lambda: _jit_add(np.asarray(self.array), v), d2h=self.host_needs())
+        self.host_valid = True
+        self.written_through_export(self.model + v)
+
     @rule()
     def free_device(self) -> None:
         self.expect_step(self.array.free_device, d2h=self.host_needs())

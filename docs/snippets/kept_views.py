@@ -15,7 +15,7 @@ n = 8
 x = sa.SmartArray(np.zeros(n))
 sums = []
 # --8<-- [start:loop]
-h = np.asarray(x)  # a read-only view of x's host copy, kept
+h = np.asarray(x)  # a view of x's host copy, kept
 with sa.track_transfers() as t:
     for step in range(3):
         add_one[1, n](x)  # writes x's device copy...

@@ -35,6 +35,9 @@ writes = {
     "np.add(x, y, out=a)": lambda a: np.add(a, 1, out=a),
     "a.fill(v)": lambda a: a.fill(0.0),
     "@njit f(a) that writes a": lambda a: double(a),
+    # Writes through np.asarray(a), found by comparing bytes before the next device use:
+    "np.asarray(a)[i] = v": lambda a: np.asarray(a).__setitem__(0, 1.0),
+    "@njit f(np.asarray(a)) that writes": lambda a: double(np.asarray(a)),
 }
 for name, write in writes.items():
     a = on_device()
@@ -55,11 +58,11 @@ for name, read in reads.items():
     read(a)
     assert a.location == "both", name
 
-# np.asarray() gives a read-only view, so writing through it fails loudly.
+# A read-only SmartArray (a broadcast view, a.diagonal()) gives a read-only np.asarray view.
 try:
-    np.asarray(on_device())[0] = 1.0
+    np.asarray(on_device().reshape(2, 4).diagonal())[0] = 1.0
 except ValueError as err:
-    print("np.asarray(a) is read-only:", err)
+    print("np.asarray of a read-only view is read-only:", err)
 
 # get() gives the raw, writable buffer: say what you wrote with mark_changed().
 a = sa.SmartArray(np.arange(8.0))
