@@ -1030,7 +1030,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         """A new SmartArray with a copy of the data.
 
         The copy is made where the data is current: a device-only array is copied on the
-        device (no host transfer).
+        device (no host transfer). It has the same host memory kind (``'pinned'``,
+        ``'pageable'`` or ``'mapped'``) as this array, except for layouts only numpy's
+        ``order='K'`` makes (a non-contiguous view in a mixed axis order): a pageable copy.
         """
         alloc = self._alloc
         with alloc.lock:
@@ -1062,7 +1064,21 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 # work on other streams waits for it.
                 alloc.device_read(None)
                 return SmartArray._view(new, 0, self._shape, strides[0], self._dtype, True, None)
-            host = np.array(self._host_view(write=False), order=order, copy=True)  # type: ignore[call-overload]
+            source = self._host_view(write=False)
+            kind = alloc.host_memory
+            if kind != "pageable" and not self._dtype.hasobject:
+                # The copy keeps the host memory kind (pinned or mapped), laid out as numpy's
+                # copy with this order would be; copied once, straight into the new buffer.
+                like = np.empty_like(source, order=order)  # type: ignore[call-overload]
+                layout = _contiguity(like.shape, like.strides, like.itemsize)
+                if layout is not None:
+                    buffer = _host_buffers.host_empty(self._shape, self._dtype, layout, kind)
+                    buffer[...] = source
+                    new = Allocation.on_host(buffer, layout, host_memory=kind)
+                    return SmartArray._view(
+                        new, 0, buffer.shape, tuple(buffer.strides), buffer.dtype, True, None
+                    )
+            host = np.array(source, order=order, copy=True)  # type: ignore[call-overload]
         return SmartArray._adopt(host)
 
     def __copy__(self) -> SmartArray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -138,6 +139,33 @@ def test_smartarrays_reuse_pinned_buffers() -> None:
     gc.collect()
     assert sa.release_pinned_pool() == size_class(8000)
     assert sa.pinned_pool_info()["idle_bytes"] == 0
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("order", ["C", "F", "A", "K"])
+@pytest.mark.parametrize("view", ["whole", "transposed", "strided", "mixed3d"])
+def test_copies_keep_the_host_memory_kind(order: str, view: str) -> None:
+    import copy
+
+    x = np.arange(24.0).reshape(2, 3, 4)
+    a = sa.SmartArray(x, host_memory="pinned")
+    pick: dict[str, Any] = {
+        "whole": lambda v: v,
+        "transposed": lambda v: v.T,
+        "strided": lambda v: v[:, ::2],
+        "mixed3d": lambda v: v.transpose(1, 0, 2),  # order='K' keeps this axis order
+    }
+    source, expected = pick[view](a), pick[view](x).copy(order=order)
+    with sa.track_transfers() as t:
+        copied = source.copy(order=order)
+    assert t.count == 0
+    np.testing.assert_array_equal(np.asarray(copied), expected)
+    assert copied.strides == expected.strides
+    mixed = view == "mixed3d" and order == "K"  # a layout only order='K' makes: pageable
+    assert copied.host_memory == ("pageable" if mixed else "pinned")
+    assert copy.copy(a).host_memory == copy.deepcopy(a).host_memory == "pinned"
+    assert copied.label != a.label and not np.shares_memory(np.asarray(copied), np.asarray(a))
+    assert sa.SmartArray(x).copy().host_memory == sa.SmartArray(x).host_memory
 
 
 @pytest.mark.device
