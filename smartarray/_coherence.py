@@ -42,9 +42,9 @@ from . import _backend, _host_buffers, _memory, _pinned_pool, _transfer
 from ._errors import HostMemory, Where
 
 _labels = itertools.count(1)
+_keys = itertools.count(1)
 # Host snapshots (see Allocation.check_host_exports) of at most this many bytes are bytes.
 _SMALL_SNAPSHOT = 1 << 16
-_keys = itertools.count(1)
 
 
 class State(enum.Enum):
