@@ -223,6 +223,11 @@ class Allocation:
                 self.state = State.HOST  # written through an export: the device copy is stale
             elif self.host_exports:
                 return  # still equal, and exports that may write are alive: keep watching
+        elif self._launch is not None:
+            # HOST only until the launch being prepared is enqueued (begin_device_write): the
+            # device copy still equals the snapshot, and a launch that fails goes back to
+            # BOTH (cancel_launch), where writes through exports must still be found.
+            return
         self._host_snapshot = None
 
     def watch_host_exports(self) -> None:
@@ -407,6 +412,8 @@ class Allocation:
             self._launch = None
             if self.host_memory != "mapped":
                 self.state = state
+            if self.host_exports:  # (BOTH again: keep watching exports for writes)
+                self.watch_host_exports()
 
     def own_device(self) -> None:
         """The adopted device buffer was allocated for smartarray (a CUDA ufunc's result):

@@ -1,0 +1,78 @@
+"""Adversarial checks of the watch on writes through ``np.asarray(a)`` (host exports).
+
+Each test tries to make smartarray use a stale device copy, or count a wrong transfer, after a
+write through an exported ndarray view: a launch whose preparation fails after the array was
+passed twice, adopting an export, kernel arguments that alias an export, ledger counts of
+writes the watch must find. Exact ledger counts everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import inc, numba_double_and_triple_rows_gufunc, numba_ufunc_support
+from numba import cuda
+
+import smartarray as sa
+from smartarray import _memory
+
+N = 4
+device = pytest.mark.device
+
+
+def counts(stats: sa.TransferStats) -> tuple[int, int]:
+    return stats.h2d_count, stats.d2h_count
+
+
+@cuda.jit
+def set_second(x, y):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1.0
+        y[i] = 100.0 + i
+
+
+# --- a launch that fails while being prepared, after the array was passed twice ------------
+
+
+@device
+def test_a_failed_launch_keeps_watching_a_kept_export() -> None:
+    x = sa.SmartArray(np.zeros(N))
+    x.get("gpu")  # both copies current
+    kept = np.asarray(x)
+    pinned = len(_memory._BUDGET.launches)
+    with sa.track_transfers() as t, pytest.raises(ValueError, match="negative strides"):
+        # x, then a view of x the device cannot represent: its preparation looks at x's
+        # provisional state (HOST until the launch is enqueued), then the launch is abandoned
+        set_second[1, N](x, x[::-1])
+    assert counts(t) == (0, 0) and x.location == "both"
+    assert len(_memory._BUDGET.launches) == pinned
+    kept[:] = 5.0  # a write the device copy does not have
+    assert x.location == "host"
+    with sa.track_transfers() as t:
+        inc[1, N](x)
+    assert counts(t) == (1, 1)  # the written host copy uploaded; the kept view refreshed
+    np.testing.assert_array_equal(kept, np.full(N, 6.0))
+
+
+@device
+def test_a_failed_gufunc_call_keeps_watching_a_kept_export() -> None:
+    a = sa.SmartArray(np.ones((N, 3)))
+    x = sa.SmartArray(np.zeros((N, 3)))
+    x.get("gpu")
+    kept = np.asarray(x)
+    with numba_ufunc_support():
+        gufunc = numba_double_and_triple_rows_gufunc()
+        with sa.track_transfers() as t, pytest.raises(ValueError, match="negative strides"):
+            gufunc(a, x, x[::-1])  # two outputs over x, the second one refused
+        assert counts(t) == (1, 0) and x.location == "both"  # (a's upload)
+        kept[:] = 5.0
+        assert x.location == "host"
+        thrice = sa.SmartArray(np.zeros((N, 3)))
+        with sa.track_transfers() as t:
+            gufunc(x, a, thrice)  # reads x (uploaded), overwrites a and thrice
+        assert counts(t) == (1, 0)
+    np.testing.assert_array_equal(np.asarray(a), np.full((N, 3), 10.0))
+    np.testing.assert_array_equal(np.asarray(thrice), np.full((N, 3), 15.0))
