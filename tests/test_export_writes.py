@@ -76,3 +76,30 @@ def test_a_failed_gufunc_call_keeps_watching_a_kept_export() -> None:
         assert counts(t) == (1, 0)
     np.testing.assert_array_equal(np.asarray(a), np.full((N, 3), 10.0))
     np.testing.assert_array_equal(np.asarray(thrice), np.full((N, 3), 15.0))
+
+
+# --- adopting an export: refused, the owner's host copy left writable ---------------------
+
+
+@pytest.mark.parametrize(
+    "handed_out",
+    [
+        lambda a: np.asarray(a),
+        lambda a: np.asarray(a)[1:],
+        lambda a: np.asarray(a).reshape(2, 2).T,
+        lambda a: memoryview(np.asarray(a)),
+        lambda a: a.data,
+        lambda a: np.asarray(a[::2]).view(np.int64),
+    ],
+)
+def test_an_export_cannot_be_adopted_by_another_smartarray(handed_out: Any) -> None:
+    a = sa.SmartArray(np.arange(float(N)), label="owner")
+    view = handed_out(a)
+    with pytest.raises(ValueError, match=r"owner's host copy .*np\.asarray.*copy=True"):
+        sa.SmartArray(view, copy=False)
+    a[0] = 7.0  # still writable, as is the export
+    np.asarray(a)[1] = 8.0
+    np.testing.assert_array_equal(a, [7.0, 8.0, 2.0, 3.0])
+    copied = sa.SmartArray(view)  # a copy is fine
+    copied[...] = 0
+    np.testing.assert_array_equal(a, [7.0, 8.0, 2.0, 3.0])
