@@ -276,7 +276,8 @@ class Allocation:
                 # (and a pooled buffer is not reused before it is done, if this array dies).
                 self._host_event = self._note_device_work(stream)
                 _pinned_pool.fence(self.host, self._host_event)
-                if self.host_exports:
+                self._host_snapshot = None  # (one kept through a launch that never ended)
+                if self.host_exports:  # exports may be written from now on: snapshot
                     self.watch_host_exports()
             return device
 

@@ -103,3 +103,44 @@ def test_an_export_cannot_be_adopted_by_another_smartarray(handed_out: Any) -> N
     copied = sa.SmartArray(view)  # a copy is fine
     copied[...] = 0
     np.testing.assert_array_equal(a, [7.0, 8.0, 2.0, 3.0])
+
+
+# --- a kernel that fails half-way (the simulator raises; the host copy stays authoritative) --
+
+
+@cuda.jit
+def add_then_fail(x, fail):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1.0
+        if fail[0] > 0:
+            x[x.size + 100] = 1.0  # IndexError in the simulator
+
+
+@cuda.jit
+def total_into(x, out):  # type: ignore[no-untyped-def]
+    if cuda.grid(1) == 0:
+        out[0] = 0.0
+        for j in range(x.size):
+            out[0] = out[0] + x[j]
+
+
+@pytest.mark.skipif(
+    sa.tier() != "simulator", reason="only the simulator raises IndexError inside a kernel"
+)
+def test_a_kernel_failing_half_way_then_an_export_write_costs_one_upload() -> None:
+    x = sa.SmartArray(np.zeros(N))
+    x.get("gpu")
+    kept = np.asarray(x)
+    with pytest.raises(IndexError):
+        add_then_fail[1, N](x, sa.SmartArray(np.ones(1)).readonly())
+    assert x.location == "host"  # the device copy may be half written
+    np.testing.assert_array_equal(kept, np.zeros(N))
+    kept[:] = 3.0
+    out = sa.SmartArray(np.zeros(1))
+    with sa.track_transfers() as t:
+        total_into[1, 1](x.readonly(), out)  # x uploaded once...
+        total_into[1, 1](x.readonly(), out)  # ...and then current on both sides
+    assert [(r.direction, r.array) for r in t.records if r.array == x.label] == [("h2d", x.label)]
+    assert x.location == "both"
+    np.testing.assert_array_equal(np.asarray(out), [12.0])
