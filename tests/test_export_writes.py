@@ -144,3 +144,23 @@ def test_a_kernel_failing_half_way_then_an_export_write_costs_one_upload() -> No
     assert [(r.direction, r.array) for r in t.records if r.array == x.label] == [("h2d", x.label)]
     assert x.location == "both"
     np.testing.assert_array_equal(np.asarray(out), [12.0])
+
+
+# --- attributes: only those over the data are read from an export --------------------------
+
+
+def test_the_device_attribute_reads_no_data() -> None:
+    a = sa.SmartArray(np.zeros(N))
+    assert a.device == np.zeros(N).device == "cpu"
+    assert not a._alloc.host_exports
+
+
+@device
+def test_the_device_attribute_of_a_device_only_array_copies_nothing() -> None:
+    a = sa.zeros(N, where="gpu")
+    with sa.no_transfers():
+        assert a.device == "cpu"
+    assert a.location == "gpu" and a._alloc._host_snapshot is None
+    with sa.track_transfers() as t:
+        pointer = a.ctypes.data  # a pointer to the host data: that needs the host copy
+    assert counts(t) == (0, 1) and pointer == np.asarray(a).ctypes.data
