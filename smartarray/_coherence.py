@@ -233,18 +233,21 @@ class Allocation:
     def watch_host_exports(self) -> None:
         """Host exports are alive (or one was just taken): if both copies are current, take
         the snapshot that :meth:`check_host_exports` compares with (call with the lock held
-        and the host copy complete: no copy into it pending)."""
+        and the host copy complete: no copy into it pending). Without host memory for it,
+        the device copy is treated as stale instead (``BOTH`` -> ``HOST``): never stale data,
+        one upload at the next device use."""
         if (
             self._host_snapshot is None
             and self.state is State.BOTH
             and self.host_memory != "mapped"
             and self.host is not None
         ):
-            host = self.host
-            # (small arrays as bytes: the quickest to take and to compare)
-            self._host_snapshot = (
-                host.tobytes("A") if host.nbytes <= _SMALL_SNAPSHOT else host.copy(order="A")
-            )
+            try:
+                self._host_snapshot = _snapshot(self.host)
+            except MemoryError:
+                # No room for the copy: writes through the exports could not be found, so
+                # the device copy counts as stale (one upload at its next use).
+                self.state = State.HOST
 
     # --- reads: make a side valid ----------------------------------------------------------
 
@@ -597,6 +600,12 @@ class Allocation:
             view = _backend.device_view(self.device, offset, shape, strides, dtype)
             self._device_views[key] = view
         return view
+
+
+def _snapshot(host: np.ndarray) -> np.ndarray | bytes:
+    """A copy of the contiguous array ``host`` to compare with later (see
+    :func:`_same_bytes`); small arrays as bytes, the quickest to take and to compare."""
+    return host.tobytes("A") if host.nbytes <= _SMALL_SNAPSHOT else host.copy(order="A")
 
 
 def _same_bytes(host: np.ndarray, snapshot: np.ndarray | bytes) -> bool:

@@ -16,7 +16,7 @@ from helpers import inc, numba_double_and_triple_rows_gufunc, numba_ufunc_suppor
 from numba import cuda
 
 import smartarray as sa
-from smartarray import _memory
+from smartarray import _coherence, _memory
 
 N = 4
 device = pytest.mark.device
@@ -164,3 +164,38 @@ def test_the_device_attribute_of_a_device_only_array_copies_nothing() -> None:
     with sa.track_transfers() as t:
         pointer = a.ctypes.data  # a pointer to the host data: that needs the host copy
     assert counts(t) == (0, 1) and pointer == np.asarray(a).ctypes.data
+
+
+# --- no host memory for a snapshot --------------------------------------------------------
+
+
+@pytest.fixture
+def no_room_for_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
+    def out_of_memory(host: np.ndarray) -> bytes:
+        raise MemoryError(f"cannot allocate {host.nbytes} bytes")
+
+    monkeypatch.setattr(_coherence, "_snapshot", out_of_memory)
+
+
+@device
+@pytest.mark.usefixtures("no_room_for_snapshots")
+def test_without_room_for_a_snapshot_the_device_copy_counts_as_stale() -> None:
+    x = sa.SmartArray(np.zeros(N))
+    kept = np.asarray(x)
+    with sa.track_transfers() as t:
+        inc[1, N](x)  # uploaded, written, downloaded for the kept view: no snapshot
+    assert counts(t) == (1, 1) and x.location == "host"
+    np.testing.assert_array_equal(kept, np.ones(N))
+    kept[:] = 5.0
+    with sa.track_transfers() as t:
+        inc[1, N](x)
+    assert counts(t) == (1, 1)
+    np.testing.assert_array_equal(kept, np.full(N, 6.0))
+    y = sa.SmartArray(np.zeros(N))
+    y.get("gpu")
+    np.asarray(y)[0] = 1.0  # taken while both copies are current: no snapshot either
+    assert y.location == "host"
+    with sa.track_transfers() as t:
+        inc[1, N](y)
+    assert counts(t) == (1, 0)
+    np.testing.assert_array_equal(np.asarray(y), [2.0, 1.0, 1.0, 1.0])
