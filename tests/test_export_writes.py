@@ -8,6 +8,7 @@ writes the watch must find. Exact ledger counts everywhere.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -199,3 +200,53 @@ def test_without_room_for_a_snapshot_the_device_copy_counts_as_stale() -> None:
         inc[1, N](y)
     assert counts(t) == (1, 0)
     np.testing.assert_array_equal(np.asarray(y), [2.0, 1.0, 1.0, 1.0])
+
+
+# --- writes through a.ctypes / a.data, inside no_transfers(), before an eviction -----------
+
+
+@device
+def test_writes_through_ctypes_and_data_attributes_are_found() -> None:
+    a = sa.SmartArray(np.zeros(N))
+    a.get("gpu")
+    a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))[1] = 4.0  # (the pointer keeps the view)
+    assert a.location == "host"
+    a.get("gpu")
+    a.data.cast("B")[16:24] = np.array([5.0]).tobytes()
+    assert a.location == "host"
+    with sa.track_transfers() as t:
+        inc[1, N](a)
+    assert counts(t) == (1, 0)
+    np.testing.assert_array_equal(np.asarray(a), [1.0, 5.0, 6.0, 1.0])
+
+
+@device
+def test_a_write_found_inside_no_transfers_refuses_the_upload_and_keeps_it() -> None:
+    a = sa.SmartArray(np.zeros(N), label="written")
+    a.get("gpu")
+    kept = np.asarray(a)
+    kept[:] = 2.0
+    with sa.no_transfers(), pytest.raises(sa.TransferError, match="written"):
+        inc[1, N](a)
+    assert a.location == "host"
+    with sa.track_transfers() as t:
+        inc[1, N](a)
+    assert counts(t) == (1, 1)
+    np.testing.assert_array_equal(kept, np.full(N, 3.0))
+
+
+@device
+@pytest.mark.usefixtures("empty_budget")
+def test_an_eviction_after_a_write_through_a_dead_export_keeps_the_write() -> None:
+    a = sa.SmartArray(np.zeros(N))
+    a.get("gpu")
+    np.asarray(a)[2] = 7.0  # the view dies at once; the write is not looked for yet
+    with sa.track_transfers() as t:
+        sa.set_device_memory_limit(0)  # the device copy looks clean: dropped, not spilled
+    sa.set_device_memory_limit(None)
+    assert counts(t) == (0, 0) and a.location == "host"
+    assert a._alloc._host_snapshot is None
+    with sa.track_transfers() as t:
+        inc[1, N](a)
+    assert counts(t) == (1, 0)
+    np.testing.assert_array_equal(np.asarray(a), [1.0, 1.0, 8.0, 1.0])
