@@ -134,7 +134,9 @@ def refresh(alloc: Allocation, stream: Any = None) -> None:
             f"{alloc.label} was written on the device while a host view of it handed out by "
             "np.asarray() is alive: keeping that view current needs a "
             "device-to-host copy, refused inside smartarray.no_transfers() (the device copy "
-            "holds the results; release the view, e.g. `del h`, or read it outside the block)"
+            "holds the results, and the view shows the old values until the array is next "
+            "read on the host outside the block, e.g. by np.asarray() again; release the "
+            "view, e.g. `del h`, before the block, or launch outside it)"
         ) from error
 
 
