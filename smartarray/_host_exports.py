@@ -102,7 +102,8 @@ def export(alloc: Allocation, host_view: np.ndarray) -> np.ndarray:
 
 def exporting_allocation(obj: Any) -> Allocation | None:
     """The live allocation whose host export ``obj`` is, or is a view of (through ndarray
-    bases and memoryviews: ``np.asarray(a)[1:]``, ``a.data``), else None."""
+    bases, memoryviews and Numba's NRT meminfos: ``np.asarray(a)[1:]``, ``a.data``, a view
+    an ``@njit`` function returned), else None."""
     for _ in range(64):  # (numpy collapses base chains: they are short)
         if isinstance(obj, _ExportHandle):
             owner = getattr(obj, "_owner", None)
@@ -112,6 +113,8 @@ def exporting_allocation(obj: Any) -> Allocation | None:
             obj = obj.obj
         elif isinstance(obj, np.ndarray):
             obj = obj.base
+        elif isinstance(parent := getattr(obj, "parent", None), np.ndarray):
+            obj = parent  # (numba.core.runtime.nrt.MemInfo: the ndarray it came from)
         else:
             return None
     return None

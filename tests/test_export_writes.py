@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import inc, numba_double_and_triple_rows_gufunc, numba_ufunc_support
-from numba import cuda
+from numba import cuda, njit
 
 import smartarray as sa
 from smartarray import _coherence, _memory
@@ -82,6 +82,12 @@ def test_a_failed_gufunc_call_keeps_watching_a_kept_export() -> None:
 # --- adopting an export: refused, the owner's host copy left writable ---------------------
 
 
+@njit
+def tail(x):  # type: ignore[no-untyped-def]
+    return x[1:]
+
+
+
 @pytest.mark.parametrize(
     "handed_out",
     [
@@ -91,6 +97,7 @@ def test_a_failed_gufunc_call_keeps_watching_a_kept_export() -> None:
         lambda a: memoryview(np.asarray(a)),
         lambda a: a.data,
         lambda a: np.asarray(a[::2]).view(np.int64),
+        lambda a: tail(np.asarray(a)),  # (an @njit view: its base is an NRT meminfo)
     ],
 )
 def test_an_export_cannot_be_adopted_by_another_smartarray(handed_out: Any) -> None:
