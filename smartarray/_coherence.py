@@ -419,6 +419,14 @@ class Allocation:
             if self.host_exports:  # (BOTH again: keep watching exports for writes)
                 self.watch_host_exports()
 
+    def end_failed_launch(self, launch: object) -> None:
+        """``launch`` raised after this allocation was prepared for it: it is no longer the
+        launch being prepared. The state stays as it is: a written argument's device copy
+        may be half written, and its host copy stays the current one (``HOST``)."""
+        with self.lock:
+            if self._launch is launch:
+                self._launch = None
+
     def own_device(self) -> None:
         """The adopted device buffer was allocated for smartarray (a CUDA ufunc's result):
         charge it to the device memory budget, which may evict other arrays' device copies."""

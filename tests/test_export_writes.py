@@ -13,7 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import inc, numba_double_and_triple_rows_gufunc, numba_ufunc_support
+from helpers import (
+    inc,
+    numba_add_ufunc,
+    numba_double_and_triple_rows_gufunc,
+    numba_ufunc_support,
+)
 from numba import cuda, njit
 
 import smartarray as sa
@@ -257,3 +262,47 @@ def test_an_eviction_after_a_write_through_a_dead_export_keeps_the_write() -> No
         inc[1, N](a)
     assert counts(t) == (1, 0)
     np.testing.assert_array_equal(np.asarray(a), [1.0, 1.0, 8.0, 1.0])
+
+
+# --- a launch that raises after its arguments were prepared --------------------------------
+
+
+@pytest.mark.skipif(
+    sa.tier() != "simulator", reason="only the simulator raises IndexError inside a kernel"
+)
+@pytest.mark.usefixtures("empty_budget")
+def test_a_kernel_that_raised_leaves_nothing_in_a_launch() -> None:
+    x = sa.SmartArray(np.zeros(N))
+    x.get("gpu")
+    kept = np.asarray(x)
+    pinned = len(_memory._BUDGET.launches)
+    with pytest.raises(IndexError):
+        add_then_fail[1, N](x, sa.SmartArray(np.ones(1)).readonly())
+    assert len(_memory._BUDGET.launches) == pinned and x._alloc._launch is None
+    assert x.location == "host" and x._alloc._host_snapshot is None
+    with sa.track_transfers() as t:
+        sa.set_device_memory_limit(0)  # the (stale) device copy can be evicted again
+    sa.set_device_memory_limit(None)
+    assert counts(t) == (0, 0) and x._alloc.device is None
+    kept[:] = 2.0
+    with sa.track_transfers() as t:
+        inc[1, N](x)
+    assert counts(t) == (1, 1)
+    np.testing.assert_array_equal(kept, np.full(N, 3.0))
+
+
+@device
+@pytest.mark.usefixtures("empty_budget")
+def test_a_cuda_ufunc_call_that_raised_leaves_nothing_in_a_launch() -> None:
+    x = sa.SmartArray(np.zeros(N))
+    x.get("gpu")
+    wrong_dtype = sa.SmartArray(np.zeros(N, dtype=np.int8))
+    with numba_ufunc_support():
+        add = numba_add_ufunc()
+        with pytest.raises(TypeError, match="No matching version"):
+            add(x, wrong_dtype, out=x)  # refused by numba-cuda, after x was prepared
+    assert x._alloc._launch is None and x.location == "host"
+    sa.set_device_memory_limit(0)
+    sa.set_device_memory_limit(None)
+    assert x._alloc.device is None
+    np.testing.assert_array_equal(np.asarray(x), np.zeros(N))
