@@ -529,7 +529,8 @@ class Allocation:
         self._host_event = self._note_device_work(stream)
         _pinned_pool.fence(host, self._host_event)
         self._host_snapshot = None  # (the host copy was overwritten)
-        if self.host_exports:  # exports may be written from now on: snapshot the new bytes
+        if self.host_exports and not spill:  # exports may be written from now on: snapshot
+            # the new bytes (not for a spill: the device copy is dropped next, state HOST)
             self.wait_host()
             self.watch_host_exports()
 

@@ -306,3 +306,23 @@ def test_a_cuda_ufunc_call_that_raised_leaves_nothing_in_a_launch() -> None:
     sa.set_device_memory_limit(None)
     assert x._alloc.device is None
     np.testing.assert_array_equal(np.asarray(x), np.zeros(N))
+
+
+@device
+@pytest.mark.usefixtures("empty_budget")
+def test_a_spill_with_a_kept_export_takes_no_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = sa.SmartArray(np.zeros(N))
+    kept = np.asarray(x)
+    inc[1, N](x)  # both copies current
+    with sa.no_transfers(), pytest.raises(sa.TransferError):
+        inc[1, N](x)  # the refresh is refused: only the device copy is current
+    assert x.location == "gpu"
+    snapshots: list[int] = []
+    take = _coherence._snapshot
+    monkeypatch.setattr(_coherence, "_snapshot", lambda host: snapshots.append(1) or take(host))
+    with sa.track_transfers() as t:
+        sa.set_device_memory_limit(0)  # spilled: downloaded, then dropped
+    sa.set_device_memory_limit(None)
+    assert counts(t) == (0, 1) and t.spill_count == 1 and x.location == "host"
+    assert snapshots == [] and x._alloc._host_snapshot is None
+    np.testing.assert_array_equal(kept, np.full(N, 2.0))
