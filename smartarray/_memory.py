@@ -124,7 +124,7 @@ class LaunchPins:
         self.after_release: Callable[[], None] | None = None
         # What the launch's arguments record as the launch being prepared
         # (Allocation.begin_device_write): numba-cuda's ``retr`` list, or these pins.
-        self.token = self if token is None else token
+        self.token: object = self if token is None else token
         self.thread = threading.get_ident()
         with _BUDGET.lock:
             _BUDGET.launches.add(self)
@@ -160,6 +160,7 @@ class LaunchPins:
         with _BUDGET.lock:
             _BUDGET.launches.discard(self)
             self.states.clear()
+        self.token = None  # (it may be ``retr``, which holds these pins: no cycle is left)
         after, self.after_release = self.after_release, None
         if after is not None:
             after()

@@ -9,6 +9,8 @@ writes the watch must find. Exact ledger counts everywhere.
 from __future__ import annotations
 
 import ctypes
+import gc
+import weakref
 from typing import Any
 
 import numpy as np
@@ -326,3 +328,32 @@ def test_a_spill_with_a_kept_export_takes_no_snapshot(monkeypatch: pytest.Monkey
     assert counts(t) == (0, 1) and t.spill_count == 1 and x.location == "host"
     assert snapshots == [] and x._alloc._host_snapshot is None
     np.testing.assert_array_equal(kept, np.full(N, 2.0))
+
+
+@device
+def test_launches_leave_no_reference_cycle_holding_their_arguments() -> None:
+    def launched(launch: Any) -> weakref.ref[Any]:
+        x = sa.SmartArray(np.zeros(N))
+        kept = np.asarray(x)  # (a kept export adds the refresh to the launch)
+        launch(x)
+        del kept
+        return weakref.ref(x._alloc)
+
+    def failing_launch(x: Any) -> None:
+        with pytest.raises(ValueError, match="negative strides"):
+            set_second[1, N](x, x[::-1])
+
+    def failing_ufunc_call(x: Any) -> None:
+        with pytest.raises(TypeError, match="No matching version"):
+            add(x, sa.SmartArray(np.zeros(N, dtype=np.int8)), out=x)
+
+    with numba_ufunc_support():
+        add = numba_add_ufunc()
+        gc.disable()
+        try:
+            assert launched(lambda x: inc[1, N](x))() is None
+            assert launched(failing_launch)() is None
+            assert launched(lambda x: add(x, x, out=x))() is None
+            assert launched(failing_ufunc_call)() is None
+        finally:
+            gc.enable()
