@@ -357,3 +357,29 @@ def test_launches_leave_no_reference_cycle_holding_their_arguments() -> None:
             assert launched(failing_ufunc_call)() is None
         finally:
             gc.enable()
+
+
+# --- shapes and memory kinds the watch must handle -----------------------------------------
+
+
+@device
+def test_writes_through_exports_of_0d_empty_and_mapped_arrays() -> None:
+    scalar = sa.SmartArray(np.array(1.0))
+    scalar.get("gpu")
+    np.asarray(scalar)[()] = 4.0
+    assert scalar.location == "host"
+    with sa.track_transfers() as t:
+        scalar.get("gpu")
+    assert counts(t) == (1, 0)
+    empty = sa.SmartArray(np.zeros((0, 3)))
+    empty.get("gpu")
+    kept_empty = np.asarray(empty)
+    assert empty.location == "both" and kept_empty.size == 0
+    mapped = sa.zeros(N, host_memory="mapped")  # one buffer, read and written in place
+    kept = np.asarray(mapped)
+    with sa.track_transfers() as t:
+        kept[:] = 2.0
+        inc[1, N](mapped)
+    assert counts(t) == (0, 0) and mapped.location == "both"
+    assert mapped._alloc._host_snapshot is None
+    np.testing.assert_array_equal(kept, np.full(N, 3.0))
