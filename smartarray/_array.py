@@ -311,6 +311,13 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                     f"copy=False adopts the caller's pageable memory; host_memory={memory!r} "
                     "needs copy=True"
                 )
+            owner = _host_exports.exporting_allocation(obj)
+            if owner is not None:  # (adopting it would lock owner's host copy read-only)
+                raise ValueError(
+                    f"copy=False cannot adopt a view of {owner.label}'s host copy handed out "
+                    "by np.asarray() (two SmartArrays over one buffer would each miss the "
+                    "other's writes): use that SmartArray, or a view of it, or copy=True"
+                )
             if isinstance(obj, np.ndarray):
                 if dtype is not None and np.dtype(dtype) != obj.dtype:
                     raise ValueError(

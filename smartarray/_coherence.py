@@ -223,23 +223,31 @@ class Allocation:
                 self.state = State.HOST  # written through an export: the device copy is stale
             elif self.host_exports:
                 return  # still equal, and exports that may write are alive: keep watching
+        elif self._launch is not None:
+            # HOST only until the launch being prepared is enqueued (begin_device_write): the
+            # device copy still equals the snapshot, and a launch that fails goes back to
+            # BOTH (cancel_launch), where writes through exports must still be found.
+            return
         self._host_snapshot = None
 
     def watch_host_exports(self) -> None:
         """Host exports are alive (or one was just taken): if both copies are current, take
         the snapshot that :meth:`check_host_exports` compares with (call with the lock held
-        and the host copy complete: no copy into it pending)."""
+        and the host copy complete: no copy into it pending). Without host memory for it,
+        the device copy is treated as stale instead (``BOTH`` -> ``HOST``): never stale data,
+        one upload at the next device use."""
         if (
             self._host_snapshot is None
             and self.state is State.BOTH
             and self.host_memory != "mapped"
             and self.host is not None
         ):
-            host = self.host
-            # (small arrays as bytes: the quickest to take and to compare)
-            self._host_snapshot = (
-                host.tobytes("A") if host.nbytes <= _SMALL_SNAPSHOT else host.copy(order="A")
-            )
+            try:
+                self._host_snapshot = _snapshot(self.host)
+            except MemoryError:
+                # No room for the copy: writes through the exports could not be found, so
+                # the device copy counts as stale (one upload at its next use).
+                self.state = State.HOST
 
     # --- reads: make a side valid ----------------------------------------------------------
 
@@ -271,7 +279,8 @@ class Allocation:
                 # (and a pooled buffer is not reused before it is done, if this array dies).
                 self._host_event = self._note_device_work(stream)
                 _pinned_pool.fence(self.host, self._host_event)
-                if self.host_exports:
+                self._host_snapshot = None  # (one kept through a launch that never ended)
+                if self.host_exports:  # exports may be written from now on: snapshot
                     self.watch_host_exports()
             return device
 
@@ -407,6 +416,16 @@ class Allocation:
             self._launch = None
             if self.host_memory != "mapped":
                 self.state = state
+            if self.host_exports:  # (BOTH again: keep watching exports for writes)
+                self.watch_host_exports()
+
+    def end_failed_launch(self, launch: object) -> None:
+        """``launch`` raised after this allocation was prepared for it: it is no longer the
+        launch being prepared. The state stays as it is: a written argument's device copy
+        may be half written, and its host copy stays the current one (``HOST``)."""
+        with self.lock:
+            if self._launch is launch:
+                self._launch = None
 
     def own_device(self) -> None:
         """The adopted device buffer was allocated for smartarray (a CUDA ufunc's result):
@@ -510,7 +529,8 @@ class Allocation:
         self._host_event = self._note_device_work(stream)
         _pinned_pool.fence(host, self._host_event)
         self._host_snapshot = None  # (the host copy was overwritten)
-        if self.host_exports:  # exports may be written from now on: snapshot the new bytes
+        if self.host_exports and not spill:  # exports may be written from now on: snapshot
+            # the new bytes (not for a spill: the device copy is dropped next, state HOST)
             self.wait_host()
             self.watch_host_exports()
 
@@ -589,6 +609,12 @@ class Allocation:
             view = _backend.device_view(self.device, offset, shape, strides, dtype)
             self._device_views[key] = view
         return view
+
+
+def _snapshot(host: np.ndarray) -> np.ndarray | bytes:
+    """A copy of the contiguous array ``host`` to compare with later (see
+    :func:`_same_bytes`); small arrays as bytes, the quickest to take and to compare."""
+    return host.tobytes("A") if host.nbytes <= _SMALL_SNAPSHOT else host.copy(order="A")
 
 
 def _same_bytes(host: np.ndarray, snapshot: np.ndarray | bytes) -> bool:

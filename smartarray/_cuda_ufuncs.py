@@ -234,7 +234,7 @@ class SmartUFunc:
             else:
                 result = self.ufunc(*device_inputs, stream=stream, **kwargs)
         except BaseException:
-            launch()
+            launch.fail()  # (its kernels may have run: written outputs stay HOST)
             raise
         for array in written:
             array._alloc.device_written(stream)

@@ -52,6 +52,7 @@ exports are raw buffers, not tracked here (the caller's job, with ``mark_changed
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,8 +71,9 @@ class _Anchor(np.ndarray):
 class _ExportHandle(np.ndarray):
     """The base of one host export; finalized when the last view derived from it is gone."""
 
-    __slots__ = ("_counter",)
+    __slots__ = ("_counter", "_owner")
     _counter: list[None]
+    _owner: weakref.ref[Allocation]
 
     def __del__(self) -> None:
         try:
@@ -93,8 +95,29 @@ def export(alloc: Allocation, host_view: np.ndarray) -> np.ndarray:
     counter = alloc.host_exports
     counter.append(None)
     handle._counter = counter
+    handle._owner = weakref.ref(alloc)
     alloc.watch_host_exports()
     return handle.view(np.ndarray)
+
+
+def exporting_allocation(obj: Any) -> Allocation | None:
+    """The live allocation whose host export ``obj`` is, or is a view of (through ndarray
+    bases, memoryviews and Numba's NRT meminfos: ``np.asarray(a)[1:]``, ``a.data``, a view
+    an ``@njit`` function returned), else None."""
+    for _ in range(64):  # (numpy collapses base chains: they are short)
+        if isinstance(obj, _ExportHandle):
+            owner = getattr(obj, "_owner", None)
+            if owner is not None:
+                return owner()
+        if isinstance(obj, memoryview):
+            obj = obj.obj
+        elif isinstance(obj, np.ndarray):
+            obj = obj.base
+        elif isinstance(parent := getattr(obj, "parent", None), np.ndarray):
+            obj = parent  # (numba.core.runtime.nrt.MemInfo: the ndarray it came from)
+        else:
+            return None
+    return None
 
 
 def live_exports(alloc: Allocation) -> int:
@@ -114,7 +137,9 @@ def refresh(alloc: Allocation, stream: Any = None) -> None:
             f"{alloc.label} was written on the device while a host view of it handed out by "
             "np.asarray() is alive: keeping that view current needs a "
             "device-to-host copy, refused inside smartarray.no_transfers() (the device copy "
-            "holds the results; release the view, e.g. `del h`, or read it outside the block)"
+            "holds the results, and the view shows the old values until the array is next "
+            "read on the host outside the block, e.g. by np.asarray() again; release the "
+            "view, e.g. `del h`, before the block, or launch outside it)"
         ) from error
 
 

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _access, _backend
+from . import _access, _backend, _memory
 from ._array import SmartArray
 from ._backend import _DEVICE_DTYPES
 from ._intents import _Intent
@@ -126,11 +126,18 @@ def _call_with(readonly: list[Any] | None, original: Callable[..., Any], *args: 
     """``original(*args)`` with ``readonly`` as the launch's read-only allocations, which the
     SmartArray arguments' ``to_device`` reads through :func:`bare_intent`."""
     if readonly is None:
-        return original(*args)
+        try:
+            return original(*args)
+        except BaseException:
+            _memory.fail_launches()  # (prepared arguments of a launch that never ended)
+            raise
     previous = getattr(_local, "readonly", None)
     _local.readonly = readonly
     try:
         return original(*args)
+    except BaseException:
+        _memory.fail_launches()
+        raise
     finally:
         _local.readonly = previous
 

@@ -119,9 +119,13 @@ class LaunchPins:
     :mod:`smartarray._host_exports`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, token: object = None) -> None:
         self.states: dict[int, tuple[Allocation, State]] = {}
         self.after_release: Callable[[], None] | None = None
+        # What the launch's arguments record as the launch being prepared
+        # (Allocation.begin_device_write): numba-cuda's ``retr`` list, or these pins.
+        self.token: object = self if token is None else token
+        self.thread = threading.get_ident()
         with _BUDGET.lock:
             _BUDGET.launches.add(self)
 
@@ -142,10 +146,21 @@ class LaunchPins:
             alloc.cancel_launch(state)
         self()
 
+    def fail(self) -> None:
+        """The launch raised after its arguments were prepared (its kernel may have run
+        half-way): every argument keeps the state it was left in (a written one's host copy
+        stays the authoritative one) and stops being part of a launch; then unpin, with no
+        follow-up work."""
+        for alloc, _ in list(self.states.values()):
+            alloc.end_failed_launch(self.token)
+        self.after_release = None
+        self()
+
     def __call__(self) -> None:
         with _BUDGET.lock:
             _BUDGET.launches.discard(self)
             self.states.clear()
+        self.token = None  # (it may be ``retr``, which holds these pins: no cycle is left)
         after, self.after_release = self.after_release, None
         if after is not None:
             after()
@@ -156,9 +171,20 @@ def launch_pins(retr: list[Any]) -> LaunchPins:
     for item in retr:
         if isinstance(item, LaunchPins):
             return item
-    pins = LaunchPins()
+    pins = LaunchPins(token=retr)
     retr.append(pins)  # numba-cuda calls it right after the launch: the pins go
     return pins
+
+
+def fail_launches() -> None:
+    """A launch (or CUDA ufunc call) made by this thread raised: release the launches this
+    thread prepared and never enqueued or released (:meth:`LaunchPins.fail`); a launch
+    whose preparation failed was already aborted and released."""
+    thread = threading.get_ident()
+    with _BUDGET.lock:
+        failed = [pins for pins in _BUDGET.launches if pins.thread == thread]
+    for pins in failed:
+        pins.fail()
 
 
 class _Budget:

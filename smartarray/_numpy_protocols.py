@@ -492,8 +492,9 @@ def ndarray_members(cls: type) -> dict[str, Any]:
     """Members forwarding the public ndarray methods and attributes that ``cls`` lacks.
 
     Methods run on the host copy (made current first; mutating ones mark it changed),
-    attributes (``ctypes``, ``data``, ``device``) are read from the host export that
-    ``np.asarray(a)`` gives (writable for a writable array, watched for writes), and
+    the attributes over the data (``ctypes``, ``data``) are read from the host export that
+    ``np.asarray(a)`` gives (writable for a writable array, watched for writes), ``device``
+    is numpy's ``'cpu'`` (as for any ndarray; no data is read, so nothing is copied), and
     :data:`REFUSED_METHODS` are properties raising ``AttributeError`` with the reason (so
     ``hasattr`` is false for them, as for any missing attribute).
     """
@@ -503,6 +504,8 @@ def ndarray_members(cls: type) -> dict[str, Any]:
             continue
         if name in REFUSED_METHODS:
             members[name] = _refused(REFUSED_METHODS[name])
+        elif name == "device":  # (where numpy's array API says an ndarray lives: no data)
+            members[name] = property(_host_device, doc=np.ndarray.device.__doc__)
         elif callable(getattr(np.ndarray, name)):
             members[name] = _forwarded_method(name)
         else:
@@ -515,6 +518,10 @@ def _refused(reason: str) -> property:
         raise AttributeError(reason)
 
     return property(refuse, doc=reason)
+
+
+def _host_device(self: Any) -> str:
+    return "cpu"
 
 
 def _forwarded_method(name: str) -> Callable[..., Any]:

@@ -294,6 +294,17 @@ class CoherenceMachine(RuleBasedStateMachine):
         self.model += v
         self.device_written()
 
+    @needs_device
+    @rule()
+    def launch_fails_while_prepared(self) -> None:
+        # The array, then a view of it the device cannot represent: refused after the array
+        # was prepared (uploaded if stale, an upload then forgotten); every flag goes back.
+        def act() -> None:
+            with pytest.raises(ValueError, match="negative strides"):
+                self.copy[1, N](self.array, self.array[::-1])
+
+        self.expect_step(act, h2d=self.device_needs())
+
     # --- reads ---------------------------------------------------------------------------
     @needs_device
     @rule()
