@@ -12,7 +12,10 @@ therefore copy foreign data; only ``SmartArray(a, copy=False)`` shares it, and t
 * memory already adopted by a live writable SmartArray cannot be adopted again, and memory a
   live read-only SmartArray adopted cannot be adopted by a writable one (two coherence states
   over one buffer would each miss the other's writes: a device copy marked current would
-  keep old bytes); read-only adoptions of the same memory may coexist.
+  keep old bytes); read-only adoptions of the same memory may coexist;
+* a SmartArray's own host buffer, once handed out raw (``a.get('host')``, a DLPack host
+  export: :func:`register_handed_out`), cannot be adopted either, for the same reason (and
+  locking it read-only would break ``a``'s own writes and downloads).
 
 Arrays numpy or Numba just returned (results SmartArray wraps) are fresh and nobody else
 holds them: they are adopted without any of this (``SmartArray._adopt``).
@@ -27,8 +30,8 @@ from typing import Any
 import numpy as np
 
 _lock = threading.Lock()
-# Live explicit adoptions: token -> (first byte, end byte, label, writeable) of adopted host
-# memory.
+# Live explicit adoptions, and SmartArrays' own host buffers handed out raw: token -> (first
+# byte, end byte, what holds the memory, writeable).
 _adopted: dict[int, tuple[int, int, str, bool]] = {}
 # ndarrays made read-only by adoptions: id -> [the ndarray, number of adoptions locking it].
 _locked: dict[int, list[Any]] = {}
@@ -71,15 +74,15 @@ def adopt(source: Any, host: np.ndarray, owner: object, label: str) -> None:
     writeable = bool(host.flags.writeable)
     with _lock:
         if hi > lo:
-            for other_lo, other_hi, other_label, other_writeable in _adopted.values():
+            for other_lo, other_hi, holder, other_writeable in _adopted.values():
                 if lo < other_hi and other_lo < hi and (writeable or other_writeable):
                     raise ValueError(
-                        f"this memory is already adopted by {other_label} (SmartArray(..., "
-                        f"copy=False)); two SmartArrays over one buffer would each miss the "
-                        f"other's writes: use that SmartArray (or a view of it), or copy"
+                        f"this memory is already {holder}; two SmartArrays over one buffer "
+                        f"would each miss the other's writes: use that SmartArray (or a view "
+                        f"of it), or copy"
                     )
         token = next(_tokens)
-        _adopted[token] = (lo, hi, label, writeable)
+        _adopted[token] = (lo, hi, f"adopted by {label} (SmartArray(..., copy=False))", writeable)
         locked = []
         # For a read-only SmartArray only the writable ndarrays its memory is a view of are
         # locked (the source itself is read-only already, and stays the caller's).
@@ -89,6 +92,21 @@ def adopt(source: Any, host: np.ndarray, owner: object, label: str) -> None:
             array.flags.writeable = False
             locked.append(id(array))
     weakref.finalize(owner, _release, token, locked)
+
+
+def register_handed_out(host: np.ndarray, owner: object, label: str) -> None:
+    """``host``, the host buffer of the allocation ``owner`` (named ``label``), was handed
+    out raw: refuse adoptions of any part of it while ``owner`` lives (locks nothing).
+
+    Call once per allocation (``Allocation.host_handed_out`` says whether it was done).
+    """
+    lo, hi = _bounds(host)
+    with _lock:
+        token = next(_tokens)
+        _adopted[token] = (
+            lo, hi, f"the host buffer of {label} (handed out by get('host') or DLPack)", True
+        )  # fmt: skip
+    weakref.finalize(owner, _release, token, [])
 
 
 def _release(token: int, locked: list[int]) -> None:

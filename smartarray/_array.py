@@ -475,10 +475,21 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         if side == "host":
             with self._alloc.lock:
                 self._alloc.ensure_host(stream)
+                self._hand_out_host()
                 # A new ndarray object each time: a caller setting its .shape or .flags must
                 # not change the view cached for internal use.
                 return self._host_view(write=True, sync=False).view()
         return self._device_view(stream)
+
+    def _hand_out_host(self) -> None:
+        """The raw host buffer is being handed out: from now on it cannot be adopted by
+        another SmartArray (``copy=False``; see :mod:`smartarray._adoption`). Call with the
+        lock held and the host buffer allocated."""
+        alloc = self._alloc
+        if not alloc.host_handed_out:
+            assert alloc.host is not None
+            _adoption.register_handed_out(alloc.host, alloc, alloc.label)
+            alloc.host_handed_out = True
 
     def mark_changed(self, where: str = "host") -> None:
         """Declare that the ``where`` copy was modified, making the other copy stale.

@@ -128,6 +128,9 @@ class Allocation:
         # ways smartarray never sees (numpy, @njit, ctypes): before the device copy is used
         # as current, the host buffer is compared with this copy (check_host_exports).
         self._host_snapshot: np.ndarray | bytes | None = None
+        # True once the host buffer was handed out raw (get('host'), a DLPack host export)
+        # and registered with smartarray._adoption, which then refuses to adopt it.
+        self.host_handed_out = False
         if host_memory == "mapped":
             if self.host is None:
                 self.host = _host_buffers.host_empty(shape, dtype, order, "mapped")

@@ -126,8 +126,10 @@ def _export_host(array: SmartArray, max_version: Any, copy: bool) -> Any:
         elif array._writeable:
             data = array._host_view(write=True).view()
             alloc.mark_changed("host")
+            array._hand_out_host()
         else:
             data = array._host_view(write=False).view()
+            array._hand_out_host()
     return data.__dlpack__(max_version=max_version)
 
 

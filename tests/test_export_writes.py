@@ -120,6 +120,43 @@ def test_an_export_cannot_be_adopted_by_another_smartarray(handed_out: Any) -> N
     np.testing.assert_array_equal(a, [7.0, 8.0, 2.0, 3.0])
 
 
+@pytest.mark.parametrize(
+    "handed_out",
+    [
+        lambda a: a.get("host"),
+        lambda a: a.get("host")[1:],
+        lambda a: a.get("host").reshape(2, 2).T,
+        lambda a: np.from_dlpack(a),
+        lambda a: np.from_dlpack(np.broadcast_to(a, (N,))),  # a read-only view's
+    ],
+)
+def test_a_raw_host_buffer_cannot_be_adopted_by_another_smartarray(handed_out: Any) -> None:
+    a = sa.SmartArray(np.arange(float(N)), label="owner")
+    view = handed_out(a)
+    writeable = view.flags.writeable
+    with pytest.raises(ValueError, match=r"host buffer of owner .*get\('host'\).*copy"):
+        sa.SmartArray(view, copy=False)
+    assert view.flags.writeable == writeable and a.get("host").flags.writeable  # none locked
+    a[0] = 7.0  # a still works: writable, and its host copy can take downloads
+    if sa.tier() != "host-only":
+        a.get("gpu")
+        a.mark_changed("gpu")
+        assert a.tolist() == [7.0, 1.0, 2.0, 3.0]
+    copied = sa.SmartArray(view)  # a copy is fine
+    copied[...] = 0
+    assert a.tolist() == [7.0, 1.0, 2.0, 3.0]
+
+
+def test_a_raw_host_buffer_is_free_to_adopt_once_its_smartarray_is_gone() -> None:
+    a = sa.SmartArray(np.arange(float(N)))
+    raw = a.get("host")
+    del a
+    gc.collect()
+    b = sa.SmartArray(raw, copy=False)  # the memory is raw's alone now
+    b[0] = 5.0
+    assert raw[0] == 5.0 and not raw.flags.writeable
+
+
 # --- a kernel that fails half-way (the simulator raises; the host copy stays authoritative) --
 
 
