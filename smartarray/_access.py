@@ -329,6 +329,57 @@ def _type_can_alias(typ: Any) -> bool:
     return not isinstance(typ, _SCALAR_TYPES)
 
 
+# Operators whose result, for a left operand that is a number or a new array made from one,
+# is again a number or a new array, whatever the right operand (an element, a view, a tuple:
+# ``0.0 + view`` allocates, ``0.0 + (x,)`` does not compile). ``int * tuple`` repeats the
+# tuple, so ``*`` counts only for float and complex roots (``1.0 * (x,)`` does not compile).
+_NO_REPEAT_OPS = frozenset(
+    {
+        operator.add, operator.sub, operator.truediv, operator.floordiv, operator.mod,
+        operator.pow, operator.and_, operator.or_, operator.xor, operator.lshift,
+        operator.rshift, operator.neg, operator.pos, operator.invert, operator.not_,
+    }
+)  # fmt: skip
+_ARITHMETIC_OPS = _NO_REPEAT_OPS | {operator.mul}
+
+
+def _number_rooted(
+    definitions: dict[str, list[Any]], roots: tuple[type, ...], ops: frozenset[Any]
+) -> frozenset[str]:
+    """Variables that can only hold a number, or a new array computed from one: every
+    definition is a constant of a ``roots`` type, a copy of such a variable, or an operator in
+    ``ops`` whose (left) operand is one (``s = 0.0``, ``s += x[i]``, ``s = s * x[i]``, ``-s``).
+
+    Such a variable never refers to memory of a parameter, so an in-place operator on it
+    (``s += x[i]``, the common reduction) writes no parameter. A greatest fixpoint: start
+    from every candidate, drop those with another kind of definition, until none changes.
+    """
+    candidates = set(definitions)
+    changed = True
+    while changed:
+        changed = False
+        for name in list(candidates):
+            if not all(_number_step(v, candidates, roots, ops) for v in definitions[name]):
+                candidates.discard(name)
+                changed = True
+    return frozenset(candidates)
+
+
+def _number_step(value: Any, numbers: set[str], roots: tuple[type, ...], ops: Any) -> bool:
+    if isinstance(value, ir.Const):
+        return isinstance(value.value, roots) and not isinstance(value.value, bool)
+    if isinstance(value, ir.Var):
+        return value.name in numbers
+    if not isinstance(value, ir.Expr):
+        return False
+    if value.op in ("binop", "inplace_binop"):
+        fn = value.immutable_fn if value.op == "inplace_binop" else value.fn
+        return fn in ops and isinstance(value.lhs, ir.Var) and value.lhs.name in numbers
+    if value.op == "unary":
+        return value.fn in ops and isinstance(value.value, ir.Var) and value.value.name in numbers
+    return False
+
+
 @dataclass
 class _Callee:
     """What a call does: ``kind`` is one of 'metadata' (reads no element), 'pure', 'fresh'
@@ -360,12 +411,15 @@ class _Analysis:
     fresh: set[str] = field(default_factory=set)
     kept: dict[int, list[str]] = field(default_factory=dict)
     returns_container: bool = False
+    numbers: frozenset[str] = frozenset()
 
     def run(self, name: str, vararg: int | None) -> FunctionAccess:
         for block in self.blocks.values():
             for stmt in block.body:
                 if isinstance(stmt, ir.Assign):
                     self.definitions.setdefault(stmt.target.name, []).append(stmt.value)
+        self.numbers = _number_rooted(self.definitions, (int, float, complex), _NO_REPEAT_OPS)
+        self.numbers |= _number_rooted(self.definitions, (float, complex), _ARITHMETIC_OPS)
         changed = True
         while changed:  # alias sets only grow: a fixpoint is reached
             changed = False
@@ -440,7 +494,7 @@ class _Analysis:
         return typ is None or _type_can_alias(typ)
 
     def _derived(self, target: ir.Var, value: Any) -> frozenset[int]:
-        if not self._can_alias(target):
+        if not self._can_alias(target) or target.name in self.numbers:
             return frozenset()
         if isinstance(value, ir.Arg):
             return frozenset({value.index})

@@ -197,6 +197,52 @@ def test_provably_read_only_parameters() -> None:
     assert [p.reads for p in access.params] == [True, True, True]
 
 
+def k_reductions(x, y, out):  # type: ignore[no-untyped-def]
+    s = 0.0
+    p = 1.0
+    n = 0
+    for j in range(x.shape[0]):
+        s += x[j]  # a number accumulating elements (or, for a 2-d x, a new array)
+        s = s - y[j] * 2
+        p *= x[j, 0] if x.ndim > 1 else x[j]
+        n += 1
+    out[0] = -s + p + n
+
+
+def k_int_product_of_rows(x, out):  # type: ignore[no-untyped-def]
+    q = 1
+    for j in range(x.shape[0]):
+        q *= x[j]  # int * tuple repeats the tuple: x[j] could hold x's arrays
+    out[0] = q
+
+
+def k_number_then_view(x, out):  # type: ignore[no-untyped-def]
+    s = 0.0
+    for j in range(x.shape[0]):
+        s += x[j]
+    s = x[1:]  # another definition: s may be a view of x
+    s += 1.0
+
+
+def k_tuple_concatenation(x, out):  # type: ignore[no-untyped-def]
+    t = (out,)
+    t += (x,)  # a tuple holding x, not a number
+    t[1][0] = 1.0
+
+
+def test_reductions_into_numbers_do_not_write_what_they_read() -> None:
+    x, y, out = analyse(k_reductions).params
+    assert not x.writes and not y.writes and x.reads and y.reads
+    assert out.writes
+
+
+@pytest.mark.parametrize(
+    "kernel", [k_int_product_of_rows, k_number_then_view, k_tuple_concatenation]
+)
+def test_accumulators_that_may_hold_parameter_memory_still_write(kernel: Any) -> None:
+    assert analyse(kernel).params[0].writes
+
+
 def out_read(val, out):  # type: ignore[no-untyped-def]
     out[0] *= val[0]
 

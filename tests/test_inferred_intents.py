@@ -395,3 +395,25 @@ def test_loops_lifted_out_of_object_mode_stay_pessimistic() -> None:
     u.to_gpu()
     assert _lifted_reader(u)[0] == 6.0
     assert u.location == "host"  # the lifted loop's parameters are not analysed
+
+
+@cuda.jit
+def _sum_into(x, out):  # type: ignore[no-untyped-def]
+    if cuda.grid(1) == 0:
+        s = 0.0
+        for j in range(x.size):
+            s += x[j]  # a reduction into a number: reads x, writes nothing of it
+        out[0] = s
+
+
+@pytest.mark.device
+def test_a_reduction_kernel_only_reads_its_input() -> None:
+    x, out = sa.SmartArray(np.arange(4.0)), sa.zeros(1)
+    with sa.track_transfers() as t:
+        for _ in range(3):
+            _sum_into[1, 1](x, out)
+        assert x.location == "both" and out.location == "gpu"
+        assert float(np.asarray(x).sum()) == 6.0  # the host copy is still current
+        assert out[0] == 6.0
+    assert (t.h2d_count, t.d2h_count) == (2, 1)  # x and out up once; out down once
+
