@@ -133,14 +133,22 @@ def refresh(alloc: Allocation, stream: Any = None) -> None:
     try:
         alloc.refresh_host_exports(stream)
     except TransferError as error:
-        raise TransferError(
-            f"{alloc.label} was written on the device while a host view of it handed out by "
-            "np.asarray() is alive: keeping that view current needs a "
-            "device-to-host copy, refused inside smartarray.no_transfers() (the device copy "
-            "holds the results, and the view shows the old values until the array is next "
-            "read on the host outside the block, e.g. by np.asarray() again; release the "
-            "view, e.g. `del h`, before the block, or launch outside it)"
-        ) from error
+        raise _refused([alloc.label]) from error
+
+
+def _refused(labels: list[str]) -> TransferError:
+    """The error for refreshes of ``labels`` refused inside ``no_transfers()``."""
+    if len(labels) == 1:
+        what = f"{labels[0]} was written on the device while a host view of it"
+    else:
+        what = f"{', '.join(labels)} were written on the device while host views of them"
+    return TransferError(
+        f"{what} handed out by np.asarray() is alive: keeping that view current needs a "
+        "device-to-host copy, refused inside smartarray.no_transfers() (the device copy "
+        "holds the results, and the view shows the old values until the array is next "
+        "read on the host outside the block, e.g. by np.asarray() again; release the "
+        "view, e.g. `del h`, before the block, or launch outside it)"
+    )
 
 
 class LaunchRefresh:
@@ -159,9 +167,19 @@ class LaunchRefresh:
         self.written: list[tuple[Allocation, Any]] = []
 
     def __call__(self) -> None:
+        """Refresh every written allocation; the refreshes refused inside ``no_transfers()``
+        are named together in one :class:`TransferError`, raised after all were tried."""
         written, self.written = self.written, []
+        refused: list[str] = []
+        first: TransferError | None = None
         for alloc, stream in written:
-            refresh(alloc, stream)
+            try:
+                refresh(alloc, stream)
+            except TransferError as error:
+                refused.append(alloc.label)
+                first = first or error
+        if first is not None:
+            raise _refused(refused) from first.__cause__
 
 
 def after_launch_write(pins: LaunchPins, alloc: Allocation, stream: Any) -> None:

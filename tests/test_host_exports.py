@@ -39,6 +39,14 @@ def counts(t: sa.TransferStats) -> tuple[int, int]:
     return t.h2d_count, t.d2h_count
 
 
+@cuda.jit
+def add_to_both(x, y):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1.0
+        y[i] += 1.0
+
+
 def live(array: sa.SmartArray) -> int:
     return live_exports(array._alloc)
 
@@ -313,6 +321,20 @@ def test_mark_changed_gpu_refreshes_a_live_export() -> None:
     with sa.track_transfers() as t:
         x.mark_changed("gpu")
     assert counts(t) == (0, 0) and x.location == "gpu"
+
+
+@device
+def test_refused_refreshes_of_one_launch_are_named_together() -> None:
+    x = sa.SmartArray(np.zeros(N), label="first")
+    y = sa.SmartArray(np.zeros(N), label="second")
+    kept = np.asarray(x), np.asarray(y)
+    add_to_both[1, N](x, y)
+    with sa.no_transfers(), pytest.raises(sa.TransferError, match=r"first, second were written"):
+        add_to_both[1, N](x, y)
+    assert x.location == y.location == "gpu"  # both hold the results on the device
+    np.testing.assert_array_equal(np.asarray(x), np.full(N, 2.0))
+    np.testing.assert_array_equal(np.asarray(y), np.full(N, 2.0))
+    np.testing.assert_array_equal(kept[1], np.full(N, 2.0))
 
 
 @device
