@@ -951,9 +951,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 return np.array(host, dtype=dtype, copy=True)
             if dtype is None or np.dtype(dtype) == host.dtype:
                 if self._writeable:  # the writable view (the host copy is current: no flag
-                    host = self._host_rw  # changes)
-                    if host is None:
-                        host = self._host_view(write=True, sync=False)
+                    host = self._host_view(write=True, sync=False)  # changes)
                 # A new ndarray object (a caller setting its .shape must not change the cached
                 # view), counted as a live export: kept current after device writes.
                 return _host_exports.export(alloc, host)

@@ -125,21 +125,18 @@ def _plan(kernel: Any, func: Any, args: Any) -> list[Any] | None:
 def _call_with(readonly: list[Any] | None, original: Callable[..., Any], *args: Any) -> Any:
     """``original(*args)`` with ``readonly`` as the launch's read-only allocations, which the
     SmartArray arguments' ``to_device`` reads through :func:`bare_intent`."""
-    if readonly is None:
-        try:
-            return original(*args)
-        except BaseException:
-            _memory.fail_launches()  # (prepared arguments of a launch that never ended)
-            raise
-    previous = getattr(_local, "readonly", None)
-    _local.readonly = readonly
+    previous = None
+    if readonly is not None:
+        previous = getattr(_local, "readonly", None)
+        _local.readonly = readonly
     try:
         return original(*args)
     except BaseException:
-        _memory.fail_launches()
+        _memory.fail_launches()  # (prepared arguments of a launch that never ended)
         raise
     finally:
-        _local.readonly = previous
+        if readonly is not None:
+            _local.readonly = previous
 
 
 def _hooked_call(original: Callable[..., Any]) -> Callable[..., Any]:

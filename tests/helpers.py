@@ -9,12 +9,15 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 import numpy as np
 from numba import cuda
 from numpy.lib.stride_tricks import as_strided
+
+if TYPE_CHECKING:
+    from smartarray import TransferStats
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,6 +62,11 @@ def run_in_threads(worker: Callable[[int], None], count: int) -> None:
     for thread in threads:
         thread.join()
     assert not errors, errors
+
+
+def counts(stats: TransferStats) -> tuple[int, int]:
+    """(uploads, downloads) a ledger recorded."""
+    return stats.h2d_count, stats.d2h_count
 
 
 # --- kernels shared by the tests (module level: the simulator cannot run closures) --------

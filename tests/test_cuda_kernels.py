@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 import pytest
-from helpers import inc, run_in_threads
+from helpers import counts, inc, run_in_threads
 from numba import cuda, njit
 
 import smartarray as sa
@@ -61,9 +61,6 @@ def fails_halfway(a):
 def njit_double(a):
     a *= 2
 
-
-def counts(t: sa.TransferStats) -> tuple[int, int]:
-    return t.h2d_count, t.d2h_count
 
 
 @pytest.mark.parametrize("length", [2, 5, 10])

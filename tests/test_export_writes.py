@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import (
+    counts,
     inc,
     numba_add_ufunc,
     numba_double_and_triple_rows_gufunc,
@@ -29,9 +30,6 @@ from smartarray import _coherence, _memory
 N = 4
 device = pytest.mark.device
 
-
-def counts(stats: sa.TransferStats) -> tuple[int, int]:
-    return stats.h2d_count, stats.d2h_count
 
 
 @cuda.jit

@@ -24,7 +24,7 @@ from typing import Any
 import numba
 import numpy as np
 import pytest
-from helpers import copy_into
+from helpers import copy_into, counts
 from helpers import inc as increment
 from numba import cuda, njit
 from numpy_typing_compat import StringDType
@@ -82,9 +82,6 @@ def no_limit_after() -> Iterator[None]:
     yield
     sa.set_device_memory_limit(None)
 
-
-def counts(t: sa.TransferStats) -> tuple[int, int]:
-    return t.h2d_count, t.d2h_count
 
 
 def device_values(a: sa.SmartArray) -> np.ndarray:

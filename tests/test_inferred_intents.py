@@ -13,7 +13,7 @@ from typing import Any
 import numba
 import numpy as np
 import pytest
-from helpers import build_gufunc, gufunc_assign, gufunc_multiply, inc, numba_ufunc_support
+from helpers import build_gufunc, counts, gufunc_assign, gufunc_multiply, inc, numba_ufunc_support
 from numba import cuda
 
 import smartarray as sa
@@ -23,9 +23,6 @@ pytestmark = pytest.mark.device
 
 N = 16
 
-
-def counts(stats: sa.TransferStats) -> tuple[int, int]:
-    return stats.h2d_count, stats.d2h_count
 
 
 @cuda.jit

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import inc, numba_add_ufunc, numba_ufunc_support
+from helpers import counts, inc, numba_add_ufunc, numba_ufunc_support
 from numba import njit
 
 import smartarray as sa
@@ -40,9 +40,6 @@ def double_in_place(x: Any) -> None:
     for i in range(x.size):
         x[i] *= 2.0
 
-
-def counts(stats: sa.TransferStats) -> tuple[int, int]:
-    return stats.h2d_count, stats.d2h_count
 
 
 # --- every tier ----------------------------------------------------------------------------
