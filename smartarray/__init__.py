@@ -7,12 +7,47 @@ imports numba) to use Numba's CUDA simulator on a machine without a GPU.
 
 from __future__ import annotations
 
-# The glue modules register themselves when imported: the Numba extension (_numba_cpu), dask's
-# lookups (_dask), and SmartArray's hooks (smartarray._hooks; _dlpack here, the others below).
-from . import _dask, _dlpack, _numba_buffers, _numba_cpu  # noqa: F401
+import sys
+
+# The layers, bottom first (docs/design.md): _core (state machine, transfers, memory), the
+# class (_array, _hooks, _intents), then the glue, which registers itself with the class when
+# imported: _numpy (the ndarray face), _numba (@jit), _cuda (kernels, CUDA ufuncs), _interop
+# (DLPack, dask). Importing any smartarray.* module runs this file first, so every hook is
+# filled before user code runs.
+from . import _numpy  # (each layer registers itself, bottom first)
+
+# isort: split
+from . import _numba  # noqa: F401
+
+# isort: split
+from . import _cuda  # noqa: F401
+
+# isort: split
+from . import _interop  # noqa: F401
+
+# isort: split
 from ._array import SmartArray
-from ._backend import tier
-from ._creation import (
+from ._core.backend import tier
+from ._core.errors import DeviceUnavailableError, SmartArrayKeptError, TransferError
+from ._core.memory import device_memory_limit, device_memory_usage, set_device_memory_limit
+from ._core.pinned_pool import pinned_pool_info, release_pinned_pool, set_pinned_pool_limit
+from ._core.transfer import (
+    TransferRecord,
+    TransferStats,
+    no_transfers,
+    reset_transfer_stats,
+    track_transfers,
+    transfer_stats,
+)
+from ._cuda.arguments import install_argument_hint_hooks
+from ._cuda.explain import ArgumentIntent, IntentReport, explain_intents
+from ._cuda.launch import install_launch_hooks
+from ._cuda.launch_guard import install_launch_guard
+from ._cuda.ufuncs import SmartUFunc, cuda_ufunc, install_dispatch_hooks
+from ._intents import In, InOut, Out
+from ._interop import dask as _dask
+from ._numba.types import SmartArrayType, numba_type
+from ._numpy.creation import (
     asarray,
     empty,
     empty_like,
@@ -23,29 +58,16 @@ from ._creation import (
     zeros,
     zeros_like,
 )
-from ._cuda_ufuncs import SmartUFunc, cuda_ufunc, install_dispatch_hooks
-from ._errors import DeviceUnavailableError, SmartArrayKeptError, TransferError
-from ._explain import ArgumentIntent, IntentReport, explain_intents
-from ._intents import In, InOut, Out
-from ._launch_guard import install_launch_guard
-from ._launch_intents import install_launch_hooks
-from ._memory import device_memory_limit, device_memory_usage, set_device_memory_limit
-from ._numba_cuda import install_argument_hint_hooks
-from ._numba_types import SmartArrayType, numba_type
-from ._pinned_pool import pinned_pool_info, release_pinned_pool, set_pinned_pool_limit
-from ._transfer import (
-    TransferRecord,
-    TransferStats,
-    no_transfers,
-    reset_transfer_stats,
-    track_transfers,
-    transfer_stats,
-)
+
+# Pickles name the function that restores an array by its module: those written before the
+# package had layers (smartarray 0.1.0 of 2026-11-23 and earlier) name
+# smartarray._pickling.restore.
+sys.modules.setdefault(f"{__name__}._pickling", _numpy.pickling)
 
 install_dispatch_hooks()  # plain CUDA ufuncs handle SmartArrays precisely
 install_launch_guard()  # launches without CUDA raise DeviceUnavailableError
 install_argument_hint_hooks()  # numba.cuda.In/Out/InOut(a) act as smartarray's intents
-_dask.install()  # SmartArrays as dask chunks, whenever dask is imported (see _dask.py)
+_dask.install()  # SmartArrays as dask chunks, whenever dask is imported (see _interop/dask.py)
 install_launch_hooks()  # bare SmartArray kernel arguments get inferred intents
 
 __version__ = "0.1.0"

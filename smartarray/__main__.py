@@ -19,8 +19,8 @@ import numpy as np
 
 import smartarray as sa
 
-from . import bench
-from ._transfer import count_of
+from ._core.transfer import count_of
+from .bench import cli as bench
 
 TIER_TEXT = {
     "gpu": "gpu (a CUDA GPU: kernels run on the device)",

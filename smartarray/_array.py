@@ -13,41 +13,30 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from . import (
-    _adoption,
-    _backend,
-    _fastpath,
-    _flatiter,
-    _hooks,
-    _host_buffers,
-    _host_exports,
-    _numpy_protocols,
-    _pickling,
-    _view_functions,  # noqa: F401  (registers numpy's view functions)
-)
-from ._coherence import Allocation, State
-from ._errors import HostMemory, Where, normalize_host_memory, normalize_where
-from ._layout import (
+from . import _hooks
+from ._core import adoption as _adoption
+from ._core import backend as _backend
+from ._core import host_buffers as _host_buffers
+from ._core import host_exports as _host_exports
+from ._core.coherence import Allocation, State
+from ._core.errors import normalize_where
+from ._core.layout import (
     _FAKE_BASE,
     _NUMERIC_KINDS,
-    _check_order,
+    SCALAR_VALUES,
     _contiguity,
-    _contiguous_strides,
     _convert_text_values,
     _Flags,
     _is_basic_index,
     _is_field_index,
     _layout_probe,
-    _normalize_shape,
     _selects_scalar,
     _validate_assignment,
     _view_key,
 )
-from ._shuffle import NOT_SHUFFLING, ShuffleCall, note_length, shuffled_read
 
 _HOST = State.HOST
 _DEVICE = State.DEVICE
-_SCALAR_VALUES = _fastpath.SCALAR_VALUES
 
 try:  # The kernel-argument hook: numba.cuda calls to_device() on every ArgHint argument.
     from numba.cuda.args import ArgHint as _ArgHint
@@ -110,7 +99,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     __array_priority__ = 50
 
-    flat = _flatiter.FLAT  # an iterator like numpy's flatiter (see smartarray._flatiter)
+    # An iterator like numpy's flatiter, and ``a.flat = value`` (see smartarray._numpy.flatiter).
+    flat = property(
+        lambda self: _hooks.flat(self),
+        lambda self, value: _hooks.assign_flat(self, value),
+        doc=np.ndarray.flat.__doc__,
+    )
 
     _alloc: Allocation
     _offset: int
@@ -120,14 +114,14 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     _writeable: bool
     _base: SmartArray | None
     # Cached host ndarrays of this view, made on first use: read-only, and writable (only for
-    # a writable array); the fast paths (_fastpath) use them as they are. All attributes are
+    # a writable array); the fast paths (_numpy.fastpath) use them as they are. All attributes are
     # set in _init_view and read as attributes, never through ``__dict__``: touching
     # ``__dict__`` turns CPython's compact instance attributes into a dict, which makes every
     # later attribute access of that instance slower.
     _host_ro: np.ndarray | None
     _host_rw: np.ndarray | None
-    # Set while numpy's generic in-place shuffle runs on this array (see _shuffle).
-    _shuffle: ShuffleCall | None
+    # Set while numpy's generic in-place shuffle runs on this array (see _numpy.shuffle).
+    _shuffle: Any  # a smartarray._numpy.shuffle.ShuffleCall, or None
 
     def __init__(
         self,
@@ -142,48 +136,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         stream: Any = None,
         label: str | None = None,
     ) -> None:
-        where_ = normalize_where(where)
-        memory = None if host_memory is None else normalize_host_memory(host_memory)
-        if order not in (None, "C", "F", "A", "K"):
-            raise ValueError(f"order must be 'C', 'F', 'A' or 'K'; got {order!r}")
-        if obj is None:
-            if shape is None:
-                raise ValueError(
-                    "SmartArray() needs data (obj=...) or a shape (shape=...) to allocate"
-                )
-            if order in ("A", "K"):
-                raise ValueError("only 'C' or 'F' order is permitted for a new array")
-            shape_ = _normalize_shape(shape)
-            dtype_ = np.dtype(np.float64 if dtype is None else dtype)
-            alloc = _new_allocation(
-                shape_,
-                dtype_,
-                "F" if order == "F" else "C",
-                where_,
-                memory,
-                stream,
-                label,
-            )
-            self._init_view(alloc, 0, alloc.shape, _contiguous_strides(alloc), dtype_)
-            return
-        if (
-            shape is not None
-            and np.shape(obj) != tuple(np.atleast_1d(shape))
-            and not (isinstance(shape, numbers.Integral) and np.shape(obj) == (shape,))
-        ):
-            raise ValueError(f"shape={shape!r} does not match the data's shape {np.shape(obj)}")
-        if isinstance(obj, SmartArray):
-            self._init_from_smartarray(obj, copy, dtype, order, where_, stream)
-        elif _backend.is_device_array(obj):
-            self._init_from_device(obj, copy, dtype, label, stream)
-        elif (dlpack := _hooks.dlpack_source(obj)) is not None:
-            side, source = dlpack  # host memory through np.from_dlpack, or CUDA memory
-            if side == "gpu":
-                self._init_from_device(source, copy, dtype, label, stream)
-            else:
-                self._init_from_host(source, copy, dtype, order, where_, memory, stream, label)
-        else:
-            self._init_from_host(obj, copy, dtype, order, where_, memory, stream, label)
+        _hooks.construct(
+            self, obj, copy, shape, dtype, order, where, host_memory, stream, label
+        )  # (smartarray._numpy.construct)
 
     # --- construction ------------------------------------------------------------------------
 
@@ -208,170 +163,6 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         self._host_rw = None
         self._template_cache: np.ndarray | None = None
         self._shuffle = None
-
-    def _init_from_smartarray(
-        self,
-        obj: SmartArray,
-        copy: bool,
-        dtype: Any,
-        order: str | None,
-        where: Where,
-        stream: Any,
-    ) -> None:
-        if dtype is not None and np.dtype(dtype) != obj.dtype:
-            if not copy:
-                raise ValueError(
-                    f"copy=False cannot change dtype {obj.dtype} to {np.dtype(dtype)}; "
-                    "use copy=True or .astype()"
-                )
-            source = obj.astype(dtype, order=order or "K")
-            base = None
-        elif copy:
-            source = obj.copy(order or "K")
-            base = None
-        else:
-            _check_order(order, obj.flags)
-            source = obj
-            base = obj if obj._base is None else obj._base
-        self._init_view(
-            source._alloc,
-            source._offset,
-            source._shape,
-            source._strides,
-            source._dtype,
-            source._writeable,
-            base,
-        )
-        if where == "gpu":
-            self.get("gpu", stream=stream)
-
-    def _init_from_device(
-        self, obj: Any, copy: bool, dtype: Any, label: str | None, stream: Any
-    ) -> None:
-        device = _backend.unbound(_backend.as_device_array(obj))
-        if dtype is not None and np.dtype(dtype) != device.dtype:
-            raise ValueError(
-                f"cannot adopt a {device.dtype} device array as {np.dtype(dtype)}; adopt it "
-                "as is and call .astype()"
-            )
-        flags = _contiguity(device.shape, device.strides, device.dtype.itemsize)
-        if flags is None:
-            raise ValueError(
-                "only contiguous device arrays can be adopted; make a contiguous copy first "
-                "(e.g. cupy.ascontiguousarray or copy_to_device into a new device array)"
-            )
-        _backend.check_device_dtype(device.dtype)
-        strides = [tuple(device.strides)]
-        if copy:  # a device buffer of smartarray's own, within the device memory budget
-
-            def write(new: Any) -> None:
-                _backend.copy_d2d(device, new, stream)
-                strides[0] = tuple(new.strides)
-
-            alloc = Allocation.on_device(
-                tuple(device.shape),
-                np.dtype(device.dtype),
-                flags,
-                host_memory=_backend.default_host_memory(),
-                label=label,
-                stream=stream,
-                write=write,
-            )
-        else:
-            alloc = Allocation(
-                tuple(device.shape),
-                np.dtype(device.dtype),
-                flags,
-                host=None,
-                device=device,
-                state=State.DEVICE,
-                host_memory=_backend.default_host_memory(),
-                label=label,
-            )
-        if not copy:  # (a copy on ``stream`` was recorded by on_device, under the lock)
-            # Whoever made the data may still be running: later device work waits for the
-            # default stream.
-            alloc.device_written(None)
-        self._init_view(alloc, 0, alloc.shape, strides[0], alloc.dtype)
-
-    def _init_from_host(
-        self,
-        obj: Any,
-        copy: bool,
-        dtype: Any,
-        order: str | None,
-        where: Where,
-        memory: HostMemory | None,
-        stream: Any,
-        label: str | None,
-    ) -> None:
-        if not copy:
-            if memory not in (None, "pageable"):
-                raise ValueError(
-                    f"copy=False adopts the caller's pageable memory; host_memory={memory!r} "
-                    "needs copy=True"
-                )
-            owner = _host_exports.exporting_allocation(obj)
-            if owner is not None:  # (adopting it would lock owner's host copy read-only)
-                raise ValueError(
-                    f"copy=False cannot adopt a view of {owner.label}'s host copy handed out "
-                    "by np.asarray() (two SmartArrays over one buffer would each miss the "
-                    "other's writes): use that SmartArray, or a view of it, or copy=True"
-                )
-            if isinstance(obj, np.ndarray):
-                if dtype is not None and np.dtype(dtype) != obj.dtype:
-                    raise ValueError(
-                        f"copy=False cannot adopt a {obj.dtype} ndarray as {np.dtype(dtype)}; "
-                        "use copy=True"
-                    )
-                # A view of our own: the caller's ndarray is made read-only below, this
-                # view (made before) stays writeable.
-                host = obj.view(np.ndarray)
-            else:
-                try:  # buffer and array-interface objects can be adopted; lists cannot
-                    host = np.asarray(obj, dtype=dtype, copy=False)
-                except ValueError:
-                    raise ValueError(
-                        f"copy=False cannot adopt a {type(obj).__name__} without copying; "
-                        "pass an ndarray or use copy=True"
-                    ) from None
-            layout = _contiguity(host.shape, host.strides, host.itemsize)
-            if layout is None:
-                raise ValueError(
-                    "copy=False needs a C- or F-contiguous ndarray, got a non-contiguous one; "
-                    "pass copy=True or np.ascontiguousarray(a)"
-                )
-            _check_order(order, host.flags)
-            memory = "pageable"
-        else:
-            host = np.array(obj, dtype=dtype, order=order or "K", copy=True)  # type: ignore[call-overload]
-            if host.dtype.hasobject and where == "gpu":
-                _backend.check_device_dtype(host.dtype)
-            layout = _contiguity(host.shape, host.strides, host.itemsize)
-            if layout is None:
-                host = np.ascontiguousarray(host)
-                layout = "C"
-            if memory is None:
-                memory = _backend.default_host_memory(host.dtype)
-            if memory != "pageable":
-                buffer = _host_buffers.host_empty(host.shape, host.dtype, layout, memory)
-                buffer[...] = host
-                host = buffer
-        if where == "gpu":
-            _backend.require_device()
-            _backend.check_device_dtype(host.dtype)
-        alloc = Allocation.on_host(host, layout, host_memory=memory, label=label)
-        if not copy:
-            # Writes through the caller's ndarray would be invisible to the coherence state:
-            # lock it read-only while this memory is adopted (and refuse a second adoption).
-            _adoption.adopt(
-                obj if isinstance(obj, np.ndarray) else None, host, alloc, alloc.label
-            )
-        # An adopted read-only ndarray gives a read-only SmartArray: its memory is not ours.
-        writeable = bool(host.flags.writeable)
-        self._init_view(alloc, 0, alloc.shape, tuple(host.strides), alloc.dtype, writeable)
-        if where == "gpu":
-            alloc.ensure_device(stream)
 
     @classmethod
     def _view(
@@ -483,7 +274,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     def _hand_out_host(self) -> None:
         """The raw host buffer is being handed out: from now on it cannot be adopted by
-        another SmartArray (``copy=False``; see :mod:`smartarray._adoption`). Call with the
+        another SmartArray (``copy=False``; see :mod:`smartarray._core.adoption`). Call with the
         lock held and the host buffer allocated."""
         alloc = self._alloc
         if not alloc.host_handed_out:
@@ -802,8 +593,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         shape = self._shape
         if not shape:
             raise TypeError("len() of unsized object")
-        # numpy's shuffle asks len() first, then warns: see _shuffle.
-        note_length(self)
+        # numpy's shuffle asks len() first, then warns: see _numpy.shuffle.
+        _hooks.note_length(self)
         return shape[0]
 
     def __iter__(self) -> Iterator[Any]:
@@ -831,8 +622,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             ):
                 return host[key]  # numpy's own IndexError for a bad index
             if self._shuffle is not None and kind is int:  # numpy's shuffle swapping items
-                item = shuffled_read(self, key, sys._getframe(1))
-                if item is not NOT_SHUFFLING:
+                item = _hooks.shuffled_read(self, key, sys._getframe(1))
+                if item is not _hooks.NOT_SHUFFLING:
                     return item
         elif kind is slice and len(self._shape) == 1:  # fast path: a 1-d basic slice (a view)
             return self._slice_1d(key)
@@ -847,7 +638,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         if not self._alloc.is_valid("host") and not isinstance(key, SmartArray):
             # A bad index must fail before the stale host copy is brought up to date.
             _layout_probe(self._shape, np.dtype(np.bool_))[key]
-        return _numpy_protocols.call_on_host(_getitem, (self, key), {})
+        return _hooks.call_on_host(_getitem, (self, key), {})
 
     def _slice_1d(self, key: slice) -> SmartArray:
         """``self[key]`` for a 1-d array and a slice: the view's layout computed directly."""
@@ -872,7 +663,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             host is not None
             and (type(key) is int or type(key) is slice)
             and (
-                type(value) in _SCALAR_VALUES
+                type(value) in SCALAR_VALUES
                 or (
                     type(value) is np.ndarray
                     and value.dtype.kind in _NUMERIC_KINDS
@@ -898,7 +689,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             target = self._template()[_view_key(key)]  # IndexError before anything is copied
             covers_all = _covers(target, self._alloc)
         alloc = self._alloc
-        call = _numpy_protocols._Call()
+        call = _hooks.host_call()
         host_value = _convert_text_values(call.unwrap(value), self._dtype)
         host_key = call.unwrap(key)
         # Numeric targets: with text converted above, numpy's assignment either fails before
@@ -936,7 +727,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
         The view is writable if this array is (``x = np.asarray(x); x -= x.mean()`` writes
         ``a``, as for an ndarray), read-only otherwise. It is tracked while it, or any view
-        derived from it, is alive (see :mod:`smartarray._host_exports`): writes through it,
+        derived from it, is alive (see :mod:`smartarray._core.host_exports`): writes through it,
         by any means, are found before the device copy is next used (which is then
         re-uploaded), and device writes of this array (kernel launches, CUDA ufunc outputs,
         ``mark_changed('gpu')``) are copied back at once, so that it never shows stale data.
@@ -944,7 +735,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         alloc = self._alloc
         with alloc.lock:
             # (no copy or wait needed: the cached view as it is, checked under the lock)
-            host = _fastpath.readable_host(self)
+            host = _hooks.readable_host(self)
             if host is None:
                 host = self._host_view(write=False)
             if copy:
@@ -962,13 +753,13 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return host.astype(dtype)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return _numpy_protocols.array_ufunc(ufunc, method, inputs, kwargs)
+        return _hooks.array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        return _numpy_protocols.array_function(func, types, args, kwargs)
+        return _hooks.array_function(func, types, args, kwargs)
 
     # The other public ndarray methods and attributes are forwarded to the host copy, made
-    # current first, by members generated below the class (_numpy_protocols.ndarray_members):
+    # current first, by members smartarray._numpy installs (_numpy.protocols.ndarray_members):
     # explicit members, not __getattr__, because a class with __getattr__ makes every
     # attribute access of its instances slower (CPython cannot specialise it).
     if TYPE_CHECKING:
@@ -1108,8 +899,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle a host copy of the data with the label, writability and host memory kind
-        (see :mod:`smartarray._pickling`); only the device copy current: one download."""
-        return _pickling.reduce(self)
+        (see :mod:`smartarray._numpy.pickling`); only the device copy current: one download."""
+        return _hooks.reduce(self)
 
     def astype(
         self, dtype: Any, order: str = "K", casting: str = "unsafe", copy: bool = True
@@ -1124,7 +915,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 or (order == "A" and (flags.c_contiguous or flags.f_contiguous))
             ):
                 return self
-        return _numpy_protocols.call_on_host(
+        return _hooks.call_on_host(
             lambda a: a.astype(dtype, order=order, casting=casting), (self,), {}
         )
 
@@ -1144,9 +935,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             except ValueError:
                 if copy is False:
                     raise
-        return _numpy_protocols.call_on_host(
-            lambda a: a.reshape(shape, order=order, copy=True), (self,), {}
-        )
+        return _hooks.call_on_host(lambda a: a.reshape(shape, order=order, copy=True), (self,), {})
 
     def ravel(self, order: str = "C") -> SmartArray:
         """A flattened view when possible, else a copy (``ndarray.ravel``)."""
@@ -1165,13 +954,13 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             order = "F" if flags.f_contiguous and not flags.c_contiguous else "C"
         if (order == "C" and flags.c_contiguous) or (order == "F" and flags.f_contiguous):
             return self._apply_view(lambda t: t.reshape(-1, order=order))  # type: ignore[call-overload]
-        return _numpy_protocols.call_on_host(lambda a: a.ravel(order), (self,), {})
+        return _hooks.call_on_host(lambda a: a.ravel(order), (self,), {})
 
     def flatten(self, order: str = "C") -> SmartArray:
         """A flattened copy (``ndarray.flatten``)."""
         if order not in ("C", "F", "A", "K"):
             raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
-        return _numpy_protocols.call_on_host(lambda a: a.flatten(order), (self,), {})
+        return _hooks.call_on_host(lambda a: a.flatten(order), (self,), {})
 
     def transpose(self, *axes: Any) -> SmartArray:
         """View with axes permuted (``ndarray.transpose``)."""
@@ -1215,7 +1004,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def sum(self, *args: Any, **kwargs: Any) -> Any:
         """Sum of elements (``numpy.sum``)."""
         if not args and not kwargs:
-            host = _fastpath.readable_host(self)
+            host = _hooks.readable_host(self)
             if host is not None:
                 return host.sum()
         return np.sum(self, *args, **kwargs)
@@ -1223,7 +1012,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def mean(self, *args: Any, **kwargs: Any) -> Any:
         """Mean of elements (``numpy.mean``)."""
         if not args and not kwargs:
-            host = _fastpath.readable_host(self)
+            host = _hooks.readable_host(self)
             if host is not None:
                 return host.mean()
         return np.mean(self, *args, **kwargs)
@@ -1231,7 +1020,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def min(self, *args: Any, **kwargs: Any) -> Any:
         """Minimum (``numpy.min``)."""
         if not args and not kwargs:
-            host = _fastpath.readable_host(self)
+            host = _hooks.readable_host(self)
             if host is not None:
                 return host.min()
         return np.min(self, *args, **kwargs)
@@ -1239,7 +1028,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def max(self, *args: Any, **kwargs: Any) -> Any:
         """Maximum (``numpy.max``)."""
         if not args and not kwargs:
-            host = _fastpath.readable_host(self)
+            host = _hooks.readable_host(self)
             if host is not None:
                 return host.max()
         return np.max(self, *args, **kwargs)
@@ -1247,7 +1036,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def any(self, *args: Any, **kwargs: Any) -> Any:
         """True if any element is true (``numpy.any``)."""
         if not args and not kwargs:
-            host = _fastpath.readable_host(self)
+            host = _hooks.readable_host(self)
             if host is not None:
                 return host.any()
         return np.any(self, *args, **kwargs)
@@ -1255,7 +1044,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def all(self, *args: Any, **kwargs: Any) -> Any:
         """True if all elements are true (``numpy.all``)."""
         if not args and not kwargs:
-            host = _fastpath.readable_host(self)
+            host = _hooks.readable_host(self)
             if host is not None:
                 return host.all()
         return np.all(self, *args, **kwargs)
@@ -1271,7 +1060,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         """Kernel-argument hook called by numba.cuda at launch.
 
         The intent is inferred from the kernel's code: ``In`` when no argument of the launch
-        may write this array's memory, else ``InOut`` (see :mod:`smartarray._launch_intents`).
+        may write this array's memory, else ``InOut`` (see :mod:`smartarray._cuda.launch`).
         """
         return _hooks.bare_kernel_argument(self, retr, stream)
 
@@ -1323,12 +1112,6 @@ _NUMBA_LAYOUT_CACHES = (
     "_jit_ro_mi",
 )
 
-for _name, _member in _numpy_protocols.ndarray_members(SmartArray).items():
-    setattr(SmartArray, _name, _member)
-_fastpath.install(SmartArray)
-_numpy_protocols.install(SmartArray)
-_pickling.install(SmartArray)
-
 
 def _covers(layout: np.ndarray, alloc: Allocation) -> bool:
     # Contiguous and as large as the buffer: every byte once (a broadcast view of as many
@@ -1343,37 +1126,5 @@ def _getitem(array: np.ndarray, key: Any) -> Any:
 
 
 def _unpickle(host: np.ndarray) -> SmartArray:
-    # Pickles made before smartarray._pickling (data only) still load.
+    # Pickles made before smartarray._numpy.pickling (data only) still load.
     return SmartArray._adopt(host)
-
-
-def _new_allocation(
-    shape: tuple[int, ...],
-    dtype: np.dtype,
-    order: str,
-    where: Where,
-    memory: HostMemory | None,
-    stream: Any,
-    label: str | None,
-) -> Allocation:
-    if memory is None:
-        memory = _backend.default_host_memory(dtype)
-    if where == "gpu":
-        _backend.require_device()
-        _backend.check_device_dtype(dtype)
-        if memory == "mapped":
-            return Allocation(
-                shape,
-                dtype,
-                order,
-                host=None,
-                device=None,
-                state=State.BOTH,
-                host_memory=memory,
-                label=label,
-            )
-        return Allocation.on_device(
-            shape, dtype, order, host_memory=memory, label=label, stream=stream
-        )
-    host = _host_buffers.host_empty(shape, dtype, order, memory)
-    return Allocation.on_host(host, order, host_memory=memory, label=label)

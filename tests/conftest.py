@@ -46,7 +46,7 @@ def _fresh_ledger() -> None:
 
 
 def _exported_device_copies() -> bool:
-    from smartarray import _memory
+    from smartarray._core import memory as _memory
 
     entries = list(_memory._BUDGET.entries.values())
     allocs = (ref() for ref, _ in entries)

@@ -1,4 +1,4 @@
-"""smartarray._access: which parameters a function may write or read.
+"""smartarray._numba.access: which parameters a function may write or read.
 
 The analysis reads Numba IR and runs no kernel, so these tests run in every tier.
 """
@@ -14,8 +14,9 @@ import pytest
 from numba import cuda, njit
 
 import smartarray
-from smartarray import _access, _jit_intents
-from smartarray._access import analyse
+from smartarray._numba import access as _access
+from smartarray._numba import jit_intents as _jit_intents
+from smartarray._numba.access import analyse
 
 
 @cuda.jit(device=True)
@@ -393,7 +394,7 @@ def test_explain_intents_of_a_python_function_and_bad_input() -> None:
 
 
 def test_gpu_launch_hook_plans_intents_per_allocation() -> None:
-    from smartarray._launch_intents import _hooked_call, bare_intent
+    from smartarray._cuda.launch import _hooked_call, bare_intent
 
     seen: list[list[str]] = []
 
@@ -418,7 +419,7 @@ def test_gpu_launch_hook_plans_intents_per_allocation() -> None:
 
 
 def test_launch_hooks_are_installed_for_this_tier() -> None:
-    from smartarray._launch_intents import install_launch_hooks
+    from smartarray._cuda.launch import install_launch_hooks
 
     assert install_launch_hooks()  # idempotent
     if smartarray.tier() == "simulator":

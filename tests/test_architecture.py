@@ -1,8 +1,9 @@
-"""The module structure (issue #11, item 15): no import cycles; SmartArray imports no glue.
+"""The package's layers (issue #20): who may import whom, read from the source.
 
-The import graph is read from the source with ``ast``: every ``import`` of a smartarray
-module that runs (at module level or inside a function), leaving out ``if TYPE_CHECKING:``
-blocks, which never run.
+The import graph is read with ``ast`` from every module of the package: every ``import`` of a
+smartarray module, at module level, inside a function, or under ``if TYPE_CHECKING:`` (a
+type-only import is a dependency too). Each module belongs to a layer; an import may only
+point to its own layer or one below, and the graph has no cycle at all.
 """
 
 from __future__ import annotations
@@ -19,56 +20,79 @@ import smartarray
 from smartarray import _hooks
 
 PACKAGE = ROOT / "smartarray"
-# Modules built on SmartArray: SmartArray reaches them only through smartarray._hooks.
-GLUE = {
-    "_numba_types",
-    "_numba_cuda",
-    "_numba_cpu",
-    "_numba_signatures",
-    "_intents",
-    "_launch_intents",
-    "_jit_intents",
-    "_dlpack",
-    "_creation",
-    "_cuda_ufuncs",
-    "_launch_guard",
-    "_dask",
-    "_explain",
+
+# Bottom first. A module of layer n may import modules of layers 0..n only.
+LAYERS: dict[str, int] = {
+    "_core": 0,  # the state machine, transfers, memory: imports nothing above
+    "_hooks": 1,  # the class and its extension points
+    "_array": 1,
+    "_intents": 1,
+    "_numpy": 2,  # the glue, each registering itself with the class
+    "_numba": 3,
+    "_cuda": 4,
+    "_interop": 5,
+    "": 6,  # smartarray/__init__.py: the public API
+    "__main__": 7,  # the command lines
+    "bench": 7,
 }
+LAYER_NAMES = {0: "_core", 1: "the class", 2: "_numpy", 3: "_numba", 4: "_cuda", 5: "_interop"}
 
 
-def _runtime_imports(path: Path) -> set[str]:
-    """The smartarray modules ``path`` imports when it runs."""
-    modules = {p.stem for p in PACKAGE.glob("*.py")}
+def _modules(package: Path = PACKAGE) -> dict[str, Path]:
+    """Every module of the package by dotted name under ``smartarray`` ('' for the package,
+    '_numpy' for a subpackage's ``__init__``)."""
+    found = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: set[str]) -> set[str]:
+    """The smartarray modules that module ``name`` (at ``path``) imports, anywhere in it."""
+    is_package = path.name == "__init__.py"
+    package = name.split(".") if is_package else name.split(".")[:-1]
+    if package == [""]:
+        package = []
     found: set[str] = set()
 
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
+    def resolve(dotted: str) -> None:
+        if dotted in modules:
+            found.add(dotted)
+
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1 and node.module:
-                found.add(node.module.split(".")[0])
-            elif node.level == 1:
-                found.update(alias.name for alias in node.names)
-            elif node.module and node.module.startswith("smartarray."):
-                found.add(node.module.split(".")[1])
-            elif node.module == "smartarray":
-                found.update(alias.name for alias in node.names)
+            if node.level:
+                if node.level - 1 > len(package):
+                    continue
+                base = package[: len(package) - (node.level - 1)]
+            elif node.module and (node.module + ".").startswith("smartarray."):
+                base = []
+            else:
+                continue
+            mod = (node.module or "").split(".") if node.level else node.module.split(".")[1:]  # type: ignore[union-attr]
+            target = ".".join(p for p in [*base, *mod] if p)
+            for alias in node.names:
+                # ``from package import module`` imports that module; ``from module import
+                # name`` (or a package's own names) imports the module itself.
+                submodule = f"{target}.{alias.name}" if target else alias.name
+                resolve(submodule if submodule in modules else target)
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith("smartarray."):
-                    found.add(alias.name.split(".")[1])
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(ast.parse(path.read_text()))
-    return found & modules - {path.stem}
+                if alias.name == "smartarray" or alias.name.startswith("smartarray."):
+                    resolve(alias.name.partition(".")[2])
+    return found - {name}
 
 
-def _graph() -> dict[str, set[str]]:
-    return {p.stem: _runtime_imports(p) for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+def _graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    modules = _modules(package)
+    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+
+
+def _layer(name: str) -> int:
+    return LAYERS[name.split(".")[0]]
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -99,36 +123,96 @@ def test_the_import_graph_has_no_cycle() -> None:
     assert cycle is None, " -> ".join(cycle or [])
 
 
-def test_the_cycle_finder_finds_cycles() -> None:
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+def test_every_module_is_in_a_layer() -> None:
+    assert set(_modules()) - {""}, "no modules found"
+    for name in _modules():
+        assert name.split(".")[0] in LAYERS, f"{name}: add its folder to LAYERS"
 
 
-def test_the_graph_reader_sees_function_level_imports_and_skips_type_checking(
-    tmp_path: Path,
-) -> None:
-    source = tmp_path / "_probe.py"
-    source.write_text(
-        "from typing import TYPE_CHECKING\n"
-        "from . import _backend\n"
-        "if TYPE_CHECKING:\n"
-        "    from ._array import SmartArray\n"
-        "def f():\n"
-        "    from ._numba_cuda import kernel_argument\n"
-    )
-    assert _runtime_imports(source) == {"_backend", "_numba_cuda"}
+def test_imports_only_point_down() -> None:
+    wrong = [
+        f"{name} -> {target}"
+        for name, targets in _graph().items()
+        for target in targets
+        if _layer(target) > _layer(name)
+    ]
+    assert not wrong, wrong
 
 
-@pytest.mark.parametrize("core", ["_array", "_numpy_protocols", "_fastpath", "_coherence"])
-def test_the_core_imports_no_glue(core: str) -> None:
+@pytest.mark.parametrize("layer", [0, 1, 2, 3, 4, 5])
+def test_each_layer_reaches_only_the_layers_below(layer: int) -> None:
+    """What a layer reaches, through any chain of imports."""
     graph = _graph()
-    reachable, todo = set(), [core]
+    todo = [name for name in graph if _layer(name) == layer]
+    reachable: set[str] = set()
     while todo:
         for target in graph[todo.pop()]:
             if target not in reachable:
                 reachable.add(target)
                 todo.append(target)
-    assert not reachable & GLUE, sorted(reachable & GLUE)
+    above = sorted(name for name in reachable if _layer(name) > layer)
+    assert not above, f"{LAYER_NAMES[layer]} reaches {above}"
+
+
+def test_the_core_imports_nothing_outside_it() -> None:
+    graph = _graph()
+    for name, targets in graph.items():
+        if name.startswith("_core"):
+            assert all(t.startswith("_core") for t in targets), (name, targets)
+
+
+def test_the_class_imports_no_glue() -> None:
+    assert all(_layer(t) <= 1 for t in _graph()["_array"]), _graph()["_array"]
+
+
+def test_nothing_in_the_library_imports_the_benchmarks() -> None:
+    for name, targets in _graph().items():
+        if _layer(name) < 7:
+            assert not any(t.startswith("bench") for t in targets), name
+
+
+def test_the_top_level_package_has_at_most_eight_modules() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 8, top
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_graph_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
+    """Module level, function level, type-only, relative at any depth, and absolute."""
+    package = tmp_path / "smartarray"
+    (package / "_core").mkdir(parents=True)
+    (package / "_cuda").mkdir()
+    for name in [
+        "__init__.py",
+        "_array.py",
+        "_core/__init__.py",
+        "_core/backend.py",
+        "_core/coherence.py",
+        "_cuda/__init__.py",
+        "_cuda/arguments.py",
+    ]:
+        (package / name).write_text("")
+    (package / "_cuda" / "probe.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from .._core import backend as _backend\n"
+        "from . import arguments\n"
+        "import smartarray._core.coherence\n"
+        "if TYPE_CHECKING:\n"
+        "    from .._array import SmartArray\n"
+        "def f():\n"
+        "    from smartarray import __version__\n"
+    )
+    assert _graph(package)["_cuda.probe"] == {
+        "_core.backend",
+        "_cuda.arguments",
+        "_core.coherence",
+        "_array",
+        "",
+    }
 
 
 def test_every_hook_is_registered_by_its_module() -> None:
@@ -136,23 +220,23 @@ def test_every_hook_is_registered_by_its_module() -> None:
         implementation = getattr(_hooks, name)
         assert implementation.__module__ == f"smartarray.{module}", name
     # Every slot (an annotated module variable of _hooks) has its registering module listed.
-    assert set(_hooks.__annotations__) == set(_hooks.REGISTERED_BY)
+    assert set(_hooks.__annotations__) - {"NOT_SHUFFLING"} == set(_hooks.REGISTERED_BY)
 
 
 def test_an_unregistered_hook_names_its_module() -> None:
-    hook = _hooks._unregistered("_numba_cuda")
-    with pytest.raises(RuntimeError, match=r"smartarray\._numba_cuda is not imported"):
+    hook = _hooks._unregistered("_cuda.arguments")
+    with pytest.raises(RuntimeError, match=r"smartarray\._cuda\.arguments is not imported"):
         hook(smartarray.zeros(2), [], 0)
 
 
 def test_importing_a_core_module_first_registers_the_hooks() -> None:
-    """A program that starts with ``from smartarray._array import SmartArray`` gets the
-    package (and so every hook) first."""
+    """A program that starts with ``from smartarray._array import SmartArray`` (or a core
+    module) gets the package, and so every layer's registration, first."""
     code = (
+        "from smartarray._core.coherence import Allocation\n"
         "from smartarray._array import SmartArray\n"
-        "from smartarray import _hooks\n"
         "a = SmartArray([1.0, 2.0])\n"
-        "print(a.readonly(), a._numba_type_)\n"
+        "print(a.readonly(), a._numba_type_, (a + 1)[1], list(a.flat))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
@@ -160,3 +244,4 @@ def test_importing_a_core_module_first_registers_the_hooks() -> None:
     assert result.returncode == 0, result.stderr
     assert "smartarray.In(" in result.stdout
     assert "array(float64, 1d, C)" in result.stdout
+    assert "3.0 [np.float64(1.0), np.float64(2.0)]" in result.stdout

@@ -94,7 +94,7 @@ def test_help_is_plain_text() -> None:
 
 def test_ledger_text_counts_in_the_right_number() -> None:
     from smartarray import TransferStats
-    from smartarray._transfer import count_of
+    from smartarray._core.transfer import count_of
 
     assert [count_of(n, "copy") for n in (0, 1, 2)] == ["0 copies", "1 copy", "2 copies"]
     assert count_of(1, "byte") == "1 byte" and count_of(8, "byte") == "8 bytes"
@@ -134,7 +134,7 @@ def test_bench_dask_without_dask_says_what_to_install(tmp_path: Path) -> None:
 
 
 def test_throughput_report_checks_the_target_per_smartarray_row() -> None:
-    from smartarray import bench_throughput
+    from smartarray.bench import throughput as bench_throughput
 
     def row(direction: str, variant: str, ratio: float) -> dict[str, object]:
         return {
@@ -156,5 +156,5 @@ def test_throughput_report_checks_the_target_per_smartarray_row() -> None:
 
 
 def test_throughput_benchmark_needs_a_gpu() -> None:
-    proc = run_python(["-m", "smartarray.bench_throughput"], simulator=True, timeout=120)
+    proc = run_python(["-m", "smartarray.bench.throughput"], simulator=True, timeout=120)
     assert proc.returncode != 0 and "needs a real CUDA GPU" in proc.stderr

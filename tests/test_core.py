@@ -254,7 +254,7 @@ def test_deprecated_old_api_spellings() -> None:
 
 
 def test_object_arrays_use_pageable_host_memory() -> None:
-    from smartarray import _backend
+    from smartarray._core import backend as _backend
 
     assert _backend.default_host_memory(np.dtype(object)) == "pageable"
     assert sa.SmartArray(np.array([1, "a"], dtype=object)).host_memory == "pageable"

@@ -67,7 +67,7 @@ def test_read_only_argument_rejects_writes_at_compile_time() -> None:
 def test_unaligned_views_compile_to_byte_accesses() -> None:
     # A field of a packed structured array: float64 at byte offset 4 with a 12-byte stride.
     packed = sa.SmartArray(np.zeros(4, dtype=[("a", "i4"), ("b", "f8")]))
-    from smartarray._numba_types import smartarray_type_of
+    from smartarray._numba.types import smartarray_type_of
 
     field_type = smartarray_type_of(packed["b"], readonly=False)
     assert not field_type.aligned and "unaligned" in field_type.name

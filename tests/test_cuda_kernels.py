@@ -417,7 +417,7 @@ def test_free_device_releases_the_device_buffer() -> None:
 
 
 def test_out_of_device_memory_is_clear_and_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from smartarray import _backend
+    from smartarray._core import backend as _backend
 
     a = sa.SmartArray(np.arange(N, dtype=np.float64))
 

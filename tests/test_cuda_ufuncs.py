@@ -159,7 +159,7 @@ def numba_double_rows() -> Iterator[Any]:
 def test_hooks_are_installed_once() -> None:
     from numba.cuda.vectorizers import CUDAGeneralizedUFunc, CUDAUFuncDispatcher
 
-    from smartarray._cuda_ufuncs import install_dispatch_hooks
+    from smartarray._cuda.ufuncs import install_dispatch_hooks
 
     before = (CUDAUFuncDispatcher.__call__, CUDAUFuncDispatcher.reduce)
     assert install_dispatch_hooks() is True

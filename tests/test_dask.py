@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from numba import cuda
 
 import smartarray as sa
-from smartarray import _dask
+from smartarray._interop import dask as _dask
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
@@ -450,7 +450,7 @@ def test_kernel_chain_with_persist_moves_input_up_once_and_result_down_once() ->
 def test_benchmark_pipeline_on_an_in_process_worker() -> None:
     from distributed import Client, LocalCluster
 
-    from smartarray import bench_dask
+    from smartarray.bench import dask as bench_dask
 
     data = np.linspace(0.0, 1.0, 256)
     with (

@@ -17,7 +17,7 @@ from numba.cuda.typing.typeof import typeof as cuda_typeof
 
 import smartarray
 from smartarray import SmartArray
-from smartarray import _dlpack as dlpack
+from smartarray._interop import dlpack as dlpack
 
 TIER = smartarray.tier()
 

@@ -2,7 +2,7 @@
 
 Every ``docs/snippets/*.py`` runs (in this process, so in the tier of the test session), every
 ``--8<--`` include in the Markdown pages points at an existing file and section, every snippet
-is used by some page, and the state diagram in the docs is the one in smartarray._coherence.
+is used by some page, and the state diagram in the docs is the one in smartarray._core.coherence.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import smartarray
-import smartarray._coherence
+import smartarray._core.coherence
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -63,10 +63,12 @@ def test_every_snippet_is_used() -> None:
 
 def test_state_diagram_matches_the_code() -> None:
     diagram = (DOCS / "snippets" / "state_diagram.txt").read_text().rstrip("\n")
-    doc = smartarray._coherence.__doc__
+    doc = smartarray._core.coherence.__doc__
     assert doc is not None
     indented = textwrap.indent(diagram, "    ")  # a literal block in the module docstring
-    assert indented in doc, "docs/snippets/state_diagram.txt differs from smartarray/_coherence.py"
+    assert indented in doc, (
+        "docs/snippets/state_diagram.txt differs from smartarray/_core/coherence.py"
+    )
 
 
 @pytest.mark.device

@@ -25,7 +25,8 @@ from helpers import (
 from numba import cuda, njit
 
 import smartarray as sa
-from smartarray import _coherence, _memory
+from smartarray._core import coherence as _coherence
+from smartarray._core import memory as _memory
 
 N = 4
 device = pytest.mark.device

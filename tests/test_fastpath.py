@@ -1,4 +1,4 @@
-"""Host fast paths (smartarray._fastpath): taken in the steady state, same results and errors.
+"""Host fast paths (smartarray._numpy.fastpath): taken in the steady state, same results and errors.
 
 The coherence side (flags, copies, pending asynchronous copies) is covered by the state
 machines in test_stateful.py and test_stream_ordering.py; here: that the fast paths are
@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import smartarray as sa
-from smartarray import _numpy_protocols
-from smartarray._fastpath import operator_methods
+from smartarray import _hooks
+from smartarray._numpy import protocols as _numpy_protocols
+from smartarray._numpy.fastpath import operator_methods
 
 
 class _FullPathUsed(Exception):
@@ -33,6 +34,9 @@ def forbid_full_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(_numpy_protocols, "_Call", forbidden)
     monkeypatch.setattr(_numpy_protocols, "call_on_host", forbidden)
+    # (the class reaches them through its hooks)
+    monkeypatch.setattr(_hooks, "host_call", forbidden)
+    monkeypatch.setattr(_hooks, "call_on_host", forbidden)
 
 
 def ready(values: Any) -> sa.SmartArray:

@@ -30,10 +30,12 @@ from numba import cuda, njit
 from numpy_typing_compat import StringDType
 
 import smartarray as sa
-from smartarray import _backend, _host_buffers, _numba_cuda
-from smartarray._coherence import State
-from smartarray._numba_cuda import kernel_argument
-from smartarray._numba_types import SmartArrayType
+from smartarray._core import backend as _backend
+from smartarray._core import host_buffers as _host_buffers
+from smartarray._core.coherence import State
+from smartarray._cuda import arguments as _numba_cuda
+from smartarray._cuda.arguments import kernel_argument
+from smartarray._numba.types import SmartArrayType
 
 N = 16
 device = pytest.mark.device

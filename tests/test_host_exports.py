@@ -27,9 +27,9 @@ from helpers import (
 from numba import cuda
 
 import smartarray as sa
-from smartarray import _memory
-from smartarray._coherence import Allocation
-from smartarray._host_exports import live_exports
+from smartarray._core import memory as _memory
+from smartarray._core.coherence import Allocation
+from smartarray._core.host_exports import live_exports
 
 N = 8
 NBYTES = N * 8

@@ -17,7 +17,7 @@ from helpers import build_gufunc, counts, gufunc_assign, gufunc_multiply, inc, n
 from numba import cuda
 
 import smartarray as sa
-from smartarray import _launch_intents
+from smartarray._cuda import launch as _launch_intents
 
 pytestmark = pytest.mark.device
 

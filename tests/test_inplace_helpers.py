@@ -1,7 +1,7 @@
 """Helpers that write through ``np.asarray(x)`` (issue #11, item 6).
 
 ``np.asarray(a)`` is a writable view of a writable SmartArray's host copy, tracked as a host
-export (:mod:`smartarray._host_exports`): writes through it, made by any means (numpy,
+export (:mod:`smartarray._core.host_exports`): writes through it, made by any means (numpy,
 ``@njit``, ctypes), are found before the device copy is next used, and only then cost an
 upload. Helpers that only read cost no transfer beyond the download that the read needs.
 """

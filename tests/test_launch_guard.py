@@ -12,7 +12,7 @@ import pytest
 from helpers import inc
 
 import smartarray as sa
-from smartarray import _launch_guard
+from smartarray._cuda import launch_guard as _launch_guard
 
 
 @pytest.mark.hostonly

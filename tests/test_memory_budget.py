@@ -15,8 +15,9 @@ from helpers import inc, numba_add_ufunc, numba_ufunc_support, run_in_threads
 from numba import cuda
 
 import smartarray as sa
-from smartarray import _backend, _memory
-from smartarray._coherence import Allocation
+from smartarray._core import backend as _backend
+from smartarray._core import memory as _memory
+from smartarray._core.coherence import Allocation
 
 pytestmark = [pytest.mark.device, pytest.mark.usefixtures("empty_budget")]
 
@@ -418,7 +419,7 @@ def test_threads_sharing_a_small_budget() -> None:
 
 
 def test_a_new_device_copy_cannot_be_evicted_before_it_holds_its_data() -> None:
-    from smartarray._coherence import Allocation
+    from smartarray._core.coherence import Allocation
 
     source = cuda.to_device(np.arange(N, dtype=np.float64))
 

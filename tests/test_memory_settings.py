@@ -8,7 +8,7 @@ import pytest
 from helpers import run_python
 
 import smartarray as sa
-from smartarray import _memory
+from smartarray._core import memory as _memory
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +59,7 @@ def test_the_environment_variable_sets_the_initial_limit(monkeypatch: pytest.Mon
 def test_cuda_out_of_memory_errors_are_recognised() -> None:
     from numba.cuda.cudadrv.driver import CudaAPIError, binding
 
-    from smartarray import _backend
+    from smartarray._core import backend as _backend
 
     out_of_memory = CudaAPIError(
         binding.CUresult.CUDA_ERROR_OUT_OF_MEMORY,

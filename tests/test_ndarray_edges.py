@@ -450,8 +450,30 @@ def test_pickles_of_older_versions_still_load() -> None:
     assert type(restored) is SmartArray and restored.tolist() == [0.0, 1.0, 2.0]
 
 
+# ``pickle.dumps(SmartArray([0.0, 1.0, 2.0], label="old"), protocol=2)`` as written by smartarray
+# before the package had layers (commit 9ec7425): it names smartarray._pickling.restore.
+_FLAT_LAYOUT_PICKLE = (
+    b"\x80\x02csmartarray._pickling\nrestore\nq\x00(cnumpy._core.multiarray\n_reconstruct\n"
+    b"q\x01cnumpy\nndarray\nq\x02K\x00\x85q\x03c_codecs\nencode\nq\x04X\x01\x00\x00\x00bq"
+    b"\x05X\x06\x00\x00\x00latin1q\x06\x86q\x07Rq\x08\x87q\tRq\n(K\x01K\x03\x85q\x0bcnumpy"
+    b"\ndtype\nq\x0cX\x02\x00\x00\x00f8q\r\x89\x88\x87q\x0eRq\x0f(K\x03X\x01\x00\x00\x00<q"
+    b"\x10NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tq\x11b\x89h\x04X\x19\x00\x00\x00\x00"
+    b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xc3\xb0?\x00\x00\x00\x00\x00\x00"
+    b"\x00@q\x12h\x06\x86q\x13Rq\x14tq\x15bX\x03\x00\x00\x00oldq\x16\x88X\x08\x00\x00\x00pa"
+    b"geableq\x17tq\x18Rq\x19."
+)
+
+
+def test_pickles_of_the_flat_layout_still_load() -> None:
+    restored = pickle.loads(_FLAT_LAYOUT_PICKLE)
+    assert type(restored) is SmartArray and restored.tolist() == [0.0, 1.0, 2.0]
+    assert restored.label == "old" and restored.host_memory == "pageable"
+    # (this version writes its own module's name)
+    assert b"smartarray._numpy.pickling" in pickle.dumps(restored, protocol=2)
+
+
 def test_host_memory_kind_round_trips_where_this_process_has_it() -> None:
-    from smartarray import _pickling
+    from smartarray._numpy import pickling as _pickling
 
     data = np.arange(4.0)
     restored = _pickling.restore(data.copy(), "kind", True, "pinned")

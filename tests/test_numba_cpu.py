@@ -25,10 +25,10 @@ from numba.core.errors import TypingError
 
 import smartarray
 from smartarray import In, InOut, Out, SmartArray, SmartArrayType
-from smartarray import _numba_cpu as numba_cpu
-from smartarray import _numba_signatures as numba_signatures
-from smartarray._numba_types import BOXING_VERSION
-from smartarray.bench_njit import measure_njit_overhead
+from smartarray._numba import cpu as numba_cpu
+from smartarray._numba import signatures as numba_signatures
+from smartarray._numba.types import BOXING_VERSION
+from smartarray.bench.njit import measure_njit_overhead
 
 # --- jitted functions (compiled once per process) -------------------------------------------
 
@@ -444,7 +444,7 @@ def test_cache_true_in_fresh_processes(tmp_path: Path) -> None:
             import numpy as np
             from numba import njit
             import smartarray
-            import smartarray._numba_types as numba_types
+            import smartarray._numba.types as numba_types
 
             numba_types.BOXING_VERSION = int(sys.argv[1])  # before any SmartArray type exists
 

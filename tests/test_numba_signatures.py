@@ -17,7 +17,7 @@ from numba import cuda, njit, types
 
 import smartarray
 from smartarray import In, SmartArray, SmartArrayType
-from smartarray._numba_signatures import twin_signature
+from smartarray._numba.signatures import twin_signature
 
 READONLY_1D = types.Array(types.float64, 1, "A", readonly=True)
 

@@ -1,7 +1,7 @@
 """numpy's random permutations and SmartArrays (issue #11, item 3).
 
 ``Generator.shuffle``/``RandomState.shuffle``/``np.random.shuffle`` take numpy's generic swap
-``x[i], x[j] = x[j], x[i]`` for a SmartArray; ``smartarray._shuffle`` makes it swap copies of
+``x[i], x[j] = x[j], x[i]`` for a SmartArray; ``smartarray._numpy.shuffle`` makes it swap copies of
 the items, so that a SmartArray of any shape ends in the order an ndarray gets from the same
 generator state, with its validity flags kept right. ``permutation`` and ``permuted`` read
 through ``__array__`` and give numpy's results.
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import smartarray as sa
-from smartarray._coherence import Allocation
+from smartarray._core.coherence import Allocation
 
 SHAPES = [(7,), (5, 3), (4, 2, 3), (1, 4), (2,), (0, 3)]
 

@@ -21,7 +21,7 @@ def test_every_runtime_dependency_is_imported() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = [re.split(r"[<>=!~ ;\[]", spec, maxsplit=1)[0] for spec in project["dependencies"]]
     assert sorted(names) == sorted(MODULES), "a dependency without a known module: add it here"
-    source = "\n".join(p.read_text() for p in (ROOT / "smartarray").glob("*.py"))
+    source = "\n".join(p.read_text() for p in (ROOT / "smartarray").rglob("*.py"))
     for name in names:
         module = re.escape(MODULES[name])
         assert re.search(rf"^\s*(import|from) {module}\b", source, re.MULTILINE), name

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import smartarray as sa
-from smartarray import _pinned_pool
-from smartarray._pinned_pool import PinnedPool, size_class
+from smartarray._core import pinned_pool as _pinned_pool
+from smartarray._core.pinned_pool import PinnedPool, size_class
 
 F8 = np.dtype(np.float64)
 
@@ -248,7 +248,7 @@ def test_a_dead_arrays_pinned_buffer_waits_for_its_async_copy(
     # array's data, or upload it in place of the old one).
     from numba import cuda
 
-    from smartarray import _backend
+    from smartarray._core import backend as _backend
 
     log: list[str] = []
     real_record = _backend.record_event

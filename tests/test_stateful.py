@@ -130,7 +130,7 @@ class CoherenceMachine(RuleBasedStateMachine):
         self.model += v
         self.host_written()
 
-    # Host fast paths (smartarray._fastpath): taken when the host copy is ready, the full path
+    # Host fast paths (smartarray._numpy.fastpath): taken when the host copy is ready, the full path
     # otherwise; both must leave the same flags and make the same copies.
     @rule(s=span, v=value)
     def slice_assign(self, s: tuple[int, int], v: float) -> None:

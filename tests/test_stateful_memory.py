@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import smartarray as sa
-from smartarray import _memory
+from smartarray._core import memory as _memory
 
 pytestmark = pytest.mark.device
 

@@ -22,8 +22,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from numba import cuda, njit
 
 import smartarray as sa
-from smartarray import _backend
-from smartarray._numba_cuda import kernel_argument
+from smartarray._core import backend as _backend
+from smartarray._cuda.arguments import kernel_argument
 
 pytestmark = pytest.mark.device
 
@@ -275,7 +275,7 @@ class StreamOrderingMachine(RuleBasedStateMachine):
         self.values[k][i] = -1.0
         self.model.check_host_access(self.arrays[k]._alloc.host, writes=True)
 
-    # Host fast paths (smartarray._fastpath): with an asynchronous copy pending they must wait
+    # Host fast paths (smartarray._numpy.fastpath): with an asynchronous copy pending they must wait
     # for it (by taking the full path), never read or write the buffer under it.
     @rule(k=ARRAYS, i=st.integers(0, N - 1), how=st.sampled_from(["item", "operator", "sum"]))
     def host_fast_read(self, k: int, i: int, how: str) -> None:

@@ -1,0 +1,221 @@
+"""The transfer layer: the one place where bytes cross the host<->device bus.
+
+Every copy smartarray makes between host and device memory goes through :func:`host_to_device`
+or :func:`device_to_host`, which check :func:`no_transfers`, perform the copy through the
+backend and record it in the public *transfer ledger*. Tests assert exact counts from the
+ledger; that is how transfers are measured without a GPU.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from . import backend as _backend
+from .errors import TransferError
+
+Direction = Literal["h2d", "d2h"]
+
+
+@dataclass(frozen=True)
+class TransferRecord:
+    """One host<->device copy.
+
+    Attributes
+    ----------
+    direction : {'h2d', 'd2h'}
+        Host to device or device to host.
+    nbytes : int
+        Bytes copied.
+    array : str
+        Label of the allocation the copy was made for (``SmartArray.label``).
+    asynchronous : bool
+        True when the copy was enqueued on a non-default stream.
+    spill : bool
+        True for a device-to-host copy made to evict the array's device copy under the
+        device memory limit (see :func:`smartarray.set_device_memory_limit`).
+    """
+
+    direction: Direction
+    nbytes: int
+    array: str
+    asynchronous: bool = False
+    spill: bool = False
+
+
+@dataclass
+class TransferStats:
+    """Counters of host<->device copies.
+
+    Returned by :func:`transfer_stats` (cumulative since the last reset) and by
+    :func:`track_transfers` (the copies made inside the ``with`` block). ``records`` lists the
+    individual copies (kept only by :func:`track_transfers`). ``spill_count`` and
+    ``spill_bytes`` count the device-to-host copies made to evict dirty device copies under the
+    device memory limit; they are included in ``d2h_count`` and ``d2h_bytes`` too.
+    """
+
+    h2d_count: int = 0
+    h2d_bytes: int = 0
+    d2h_count: int = 0
+    d2h_bytes: int = 0
+    spill_count: int = 0
+    spill_bytes: int = 0
+    records: list[TransferRecord] = field(default_factory=list, repr=False)
+
+    @property
+    def count(self) -> int:
+        """Copies in both directions."""
+        return self.h2d_count + self.d2h_count
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes moved in both directions."""
+        return self.h2d_bytes + self.d2h_bytes
+
+    def _add(self, record: TransferRecord, keep_record: bool) -> None:
+        if record.direction == "h2d":
+            self.h2d_count += 1
+            self.h2d_bytes += record.nbytes
+        else:
+            self.d2h_count += 1
+            self.d2h_bytes += record.nbytes
+            if record.spill:
+                self.spill_count += 1
+                self.spill_bytes += record.nbytes
+        if keep_record:
+            self.records.append(record)
+
+    def __str__(self) -> str:
+        text = (
+            f"host->device: {count_of(self.h2d_count, 'copy')}, "
+            f"{count_of(self.h2d_bytes, 'byte')}; "
+            f"device->host: {count_of(self.d2h_count, 'copy')}, "
+            f"{count_of(self.d2h_bytes, 'byte')}"
+        )
+        if self.spill_count:
+            text += (
+                f" (of which spills: {count_of(self.spill_count, 'copy')}, "
+                f"{count_of(self.spill_bytes, 'byte')})"
+            )
+        return text
+
+
+def count_of(number: int, noun: str) -> str:
+    """``'1 copy'``, ``'2 copies'``, ``'0 bytes'``: a count with its noun in the right number."""
+    if number == 1:
+        return f"1 {noun}"
+    plural = noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s"
+    return f"{number} {plural}"
+
+
+class _Ledger:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.totals = TransferStats()
+        self.trackers: list[TransferStats] = []
+        self.forbidden = 0
+
+    def record(self, record: TransferRecord) -> None:
+        with self.lock:
+            self.totals._add(record, keep_record=False)
+            for tracker in self.trackers:
+                tracker._add(record, keep_record=True)
+
+    def check_allowed(self, direction: Direction, nbytes: int, label: str) -> None:
+        if self.forbidden:
+            raise TransferError(
+                f"a {direction} copy of {nbytes} bytes for {label} was attempted inside "
+                f"smartarray.no_transfers(); the data needed is not valid on that side"
+            )
+
+
+_LEDGER = _Ledger()
+
+
+def transfer_stats() -> TransferStats:
+    """Cumulative host<->device copies made by smartarray in this process.
+
+    Returns
+    -------
+    TransferStats
+        A snapshot with ``h2d_count``, ``h2d_bytes``, ``d2h_count``, ``d2h_bytes``,
+        ``spill_count`` and ``spill_bytes``.
+    """
+    with _LEDGER.lock:
+        t = _LEDGER.totals
+        return TransferStats(
+            t.h2d_count, t.h2d_bytes, t.d2h_count, t.d2h_bytes, t.spill_count, t.spill_bytes
+        )
+
+
+def reset_transfer_stats() -> None:
+    """Set the cumulative counters of :func:`transfer_stats` back to zero."""
+    with _LEDGER.lock:
+        _LEDGER.totals = TransferStats()
+
+
+@contextmanager
+def track_transfers() -> Iterator[TransferStats]:
+    """Count the copies made inside a ``with`` block (in any thread).
+
+    Examples
+    --------
+    >>> with smartarray.track_transfers() as t:      # doctest: +SKIP
+    ...     kernel[1, 32](x)
+    >>> t.h2d_count                                  # doctest: +SKIP
+    1
+    """
+    stats = TransferStats()
+    with _LEDGER.lock:
+        _LEDGER.trackers.append(stats)
+    try:
+        yield stats
+    finally:
+        with _LEDGER.lock:  # by identity: two trackers with equal counts are still distinct
+            _LEDGER.trackers = [t for t in _LEDGER.trackers if t is not stats]
+
+
+@contextmanager
+def no_transfers() -> Iterator[None]:
+    """Raise :class:`TransferError` on any host<->device copy attempted inside the block.
+
+    The copy is refused before it starts, so data and validity flags are unchanged.
+    """
+    with _LEDGER.lock:
+        _LEDGER.forbidden += 1
+    try:
+        yield
+    finally:
+        with _LEDGER.lock:
+            _LEDGER.forbidden -= 1
+
+
+def host_to_device(host: np.ndarray, device: Any, *, label: str, stream: Any = None) -> None:
+    """Copy a whole contiguous host buffer to its device twin and record it."""
+    nbytes = host.nbytes
+    if nbytes == 0:
+        return
+    _LEDGER.check_allowed("h2d", nbytes, label)
+    _backend.copy_h2d(host, device, stream)
+    _LEDGER.record(TransferRecord("h2d", nbytes, label, not _backend.is_default_stream(stream)))
+
+
+def device_to_host(
+    device: Any, host: np.ndarray, *, label: str, stream: Any = None, spill: bool = False
+) -> None:
+    """Copy a whole contiguous device buffer to its host twin and record it.
+
+    ``spill`` marks the copy made to evict a dirty device copy (counted as a spill too).
+    """
+    nbytes = host.nbytes
+    if nbytes == 0:
+        return
+    _LEDGER.check_allowed("d2h", nbytes, label)
+    _backend.copy_d2h(device, host, stream)
+    asynchronous = not _backend.is_default_stream(stream)
+    _LEDGER.record(TransferRecord("d2h", nbytes, label, asynchronous, spill))

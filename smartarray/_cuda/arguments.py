@@ -1,0 +1,186 @@
+"""CUDA glue: SmartArrays as ``@cuda.jit`` kernel arguments and CUDA-array-interface exports.
+
+numba.cuda prepares each array argument of a launch by calling ``wrap_arg(value).to_device(
+retr, stream)``, and ``wrap_arg`` returns the value itself when it is an ``ArgHint``. SmartArray
+and the intents ``In``/``Out``/``InOut`` are ``ArgHint`` subclasses, so every launch calls
+:func:`kernel_argument`, which
+
+1. makes the device copy current on the launch's stream (``Out``: allocates without copying),
+2. for writing intents, treats the device copy as stale until the launch has been enqueued
+   (so a launch that fails leaves the host copy authoritative),
+3. appends a callback to ``retr``, run by numba.cuda right after the launch, that marks the
+   device copy changed (``InOut``/``Out``) and records an event on the stream; for a written
+   array with a live host export (a kept ``np.asarray(a)``), the launch's pins, last in
+   ``retr``, then download it (:mod:`smartarray._core.host_exports`),
+4. returns what the launch needs: the device array (simulator) or numba-cuda's strided
+   memory view of it (hardware, what ``numba.cuda.In(devary).to_device`` gives).
+
+A chain of kernels over device-resident arrays takes a shorter path (:func:`_resident_argument`):
+with nothing to copy, order or mark, the argument is only pinned and handed over.
+
+numba-cuda's own hints wrapped around a SmartArray (``numba.cuda.In(a)``, ``Out``, ``InOut``)
+go through :func:`kernel_argument` too, with their intent (:func:`install_argument_hint_hooks`):
+left alone, numba-cuda would read the SmartArray through DLPack (which exports the host copy
+while it is current) or the CUDA Array Interface, with no intent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _hooks
+from .._array import SmartArray
+from .._core import backend as _backend
+from .._core import host_exports as _host_exports
+from .._core import memory as _memory
+from .launch import bare_intent
+
+
+def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> Any:
+    """Prepare ``array`` as a kernel argument with the given intent (see module docstring)."""
+    alloc = array._alloc
+    if intent != "out" and _backend.is_default_stream(stream):
+        device = _resident_argument(array, intent, retr, stream)
+        if device is not None:
+            return _launch_value(device, intent)
+    # ``retr`` is the one list numba-cuda passes for all arguments of this launch: it
+    # identifies the launch, so an allocation passed twice is uploaded at most once, and the
+    # launch's arguments are pinned against eviction by the device memory budget.
+    pins = _memory.launch_pins(retr)
+    try:
+        if intent != "in":
+            array._check_writeable()
+        whole = array._covers_allocation()
+        with alloc.lock:
+            pins.add(alloc)
+            if intent == "out":
+                device = array._device_view(
+                    stream, prepare=lambda s: alloc.prepare_device_write(whole, s, launch=retr)
+                )
+            else:
+                device = array._device_view(
+                    stream, prepare=lambda s: alloc.ensure_device(s, launch=retr)
+                )
+            if intent != "in":
+                alloc.begin_device_write(launch=retr)
+    except BaseException:
+        pins.abort()  # no launch: every argument prepared so far gets its flags back
+        raise
+
+    def after_launch() -> None:
+        if intent == "in":
+            alloc.device_read(stream)
+        else:
+            alloc.device_written(stream)
+            if alloc.host_exports:  # kept host views (np.asarray): downloaded after the pins
+                _host_exports.after_launch_write(pins, alloc, stream)
+
+    retr.append(after_launch)
+    # numba-cuda calls ``retr``'s items in order after the launch: the pins go last, once
+    # every argument's flags are set (an output overwritten whole from the host state looks
+    # clean until then, and another thread's eviction could drop it with its results).
+    retr.remove(pins)
+    retr.append(pins)
+    return _launch_value(device, intent)
+
+
+def _resident_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> Any:
+    """The launch path for the steady state of a kernel chain, or None for the general one.
+
+    When the device copy is current and is the only one a kernel can change (state DEVICE,
+    or BOTH for ``In``), with no earlier device work to order after (the launch is on the
+    default stream; no event pending), no launch in preparation, no kept host export and
+    no mapped memory, a launch changes no flag: the argument is only pinned against
+    eviction and handed over. Everything else takes the general path in
+    :func:`kernel_argument`, which does the same when these conditions hold, in more steps.
+    """
+    alloc = array._alloc
+    writes = intent != "in"
+    if writes and not array._writeable:
+        return None  # (the general path raises the error)
+    with alloc.lock:
+        device = alloc.resident_view(
+            writes, array._offset, array._shape, array._strides, array._dtype
+        )
+        if device is None:
+            return None
+        _memory.launch_pins(retr).add(alloc)
+        # (what recording the launch as device work does on the default stream; set before
+        # the launch is enqueued, which only makes a later non-blocking stream wait for it)
+        alloc._default_stream_work = _backend.is_gpu_default_stream(stream)
+    return device
+
+
+def _launch_value(device: Any, intent: str) -> Any:
+    """What numba-cuda's launch takes for ``device``: the device array (simulator; read-only
+    for ``In``, so that a missed write raises), or its strided memory view (hardware)."""
+    if _backend.is_simulator():
+        if intent == "in":
+            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+            readonly = device._ary.view()
+            readonly.flags.writeable = False
+            return FakeCUDAArray(readonly)
+        return device
+    view = getattr(device, "_strided_memory_view_shim", None)  # (what numba.cuda.In gives)
+    return view if view is not None else _backend.cuda().In(device).to_device([], 0)
+
+
+_HINT_HOOK_MARK = "_smartarray_hint_hook"
+
+
+def install_argument_hint_hooks() -> None:
+    """Make ``numba.cuda.In/Out/InOut`` around a SmartArray act as smartarray's intents.
+
+    Wraps ``to_device`` of numba-cuda's hint classes (the simulator's under the simulator);
+    hints around anything else are untouched. Idempotent.
+    """
+    from numba.cuda import args
+
+    intents = ((args.InOut, "inout"), (args.Out, "out"), (args.In, "in"))
+
+    def hook(original: Any) -> Any:
+        def to_device(self: Any, retr: list, stream: Any = 0) -> Any:
+            value = self.value
+            if isinstance(value, SmartArray):
+                intent = next(name for cls, name in intents if isinstance(self, cls))
+                return kernel_argument(value, intent, retr, stream)
+            return original(self, retr, stream)
+
+        setattr(to_device, _HINT_HOOK_MARK, True)
+        to_device.__doc__ = original.__doc__
+        return to_device
+
+    for cls, _ in intents:
+        original = cls.to_device
+        if not getattr(original, _HINT_HOOK_MARK, False):
+            cls.to_device = hook(original)  # type: ignore[method-assign]
+
+
+def bare_kernel_argument(array: SmartArray, retr: list, stream: Any) -> Any:
+    """:func:`kernel_argument` for a bare SmartArray, with the intent inferred for the launch."""
+    return kernel_argument(array, bare_intent(array), retr, stream)
+
+
+def export_cuda_array_interface(array: SmartArray) -> dict[str, Any]:
+    """``__cuda_array_interface__`` of ``array``'s device copy (made current, marked changed)."""
+    if _backend.tier() != "gpu":
+        raise AttributeError(
+            "__cuda_array_interface__ needs a real CUDA GPU "
+            f"(this process runs in the {_backend.tier()} tier)"
+        )
+    alloc = array._alloc
+    with alloc.lock:
+        device = array._device_view()
+        alloc.device_exported()
+        if array._writeable:
+            alloc.mark_changed("gpu")
+        interface = dict(device.__cuda_array_interface__)
+    if not array._writeable:
+        interface["data"] = (interface["data"][0], True)
+    return interface
+
+
+_hooks.bare_kernel_argument = bare_kernel_argument
+_hooks.kernel_argument = kernel_argument
+_hooks.cuda_array_interface = export_cuda_array_interface

@@ -1,0 +1,190 @@
+"""Inferred intents for bare SmartArray kernel arguments.
+
+A SmartArray passed bare to a ``@cuda.jit`` kernel is prepared by its ``to_device`` hook, which
+numba-cuda calls without saying which kernel is launched. This module wraps the one method
+each tier runs per launch with the kernel and its arguments in hand:
+
+* real GPU: ``numba.cuda.dispatcher.CUDADispatcher.call(self, args, launch_config)``, run by
+  every ``kernel[...](...)`` (and ``kernel.forall(n)(...)``) before it selects and launches the
+  compiled ``_Kernel`` (``self.py_func`` is the kernel's Python function; a ``_Kernel``
+  loaded from the ``cache=True`` cache has none, which is why the dispatcher is hooked);
+* simulator: ``numba.cuda.simulator.kernel.FakeCUDAKernel.__call__(self, *args)`` (``self.fn``).
+
+The wrapper looks up the kernel's parameter analysis (:mod:`smartarray._numba.access`, computed once
+and cached on the kernel object: a launch pays one dictionary look-up), and, when a bare
+SmartArray is among the arguments, records for the duration of the launch, in a thread-local,
+the allocations that every argument leaves unwritten. :func:`bare_intent` then gives ``'in'``
+for those and ``'inout'`` for everything else. The decision is per allocation: if an
+allocation is behind two arguments (``k(x, x[1:])``) and either may be written, or behind an
+explicit ``InOut``/``Out``, it is prepared as written everywhere. Explicit intents are never
+changed. Launches without SmartArrays, and device-function calls in the simulator, go straight
+to numba-cuda.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .._array import SmartArray
+from .._core import backend as _backend
+from .._core import memory as _memory
+from .._core.backend import _DEVICE_DTYPES
+from .._intents import _Intent
+from .._numba import access as _access
+
+_HOOK_MARK = "__smartarray_launch_hook__"
+_CACHE_KEY = "_smartarray_write_mask"
+_local = threading.local()
+
+
+def bare_intent(array: SmartArray) -> str:
+    """The intent of a bare SmartArray argument of the launch being prepared."""
+    readonly = getattr(_local, "readonly", None)
+    if readonly is not None and array._alloc in readonly:
+        return "in"
+    return "inout"
+
+
+def write_mask(kernel: Any, func: Any) -> tuple[tuple[bool, ...], bool]:
+    """Per parameter "may write", and the same for ``*args``; cached on ``kernel``."""
+    cached = kernel.__dict__.get(_CACHE_KEY)
+    if cached is None:
+        cached = access_mask(_access.analyse(func))
+        kernel.__dict__[_CACHE_KEY] = cached
+    return cached
+
+
+def access_mask(access: _access.FunctionAccess) -> tuple[tuple[bool, ...], bool]:
+    """Per named parameter "may write", and the same for the arguments ``*args`` takes."""
+    vararg = access.vararg
+    mask = access.write_mask if vararg is None else access.write_mask[:vararg]
+    rest = True if vararg is None else access.may_write(vararg)
+    return mask, rest
+
+
+def readonly_allocations(
+    mask: tuple[bool, ...], rest: bool, args: tuple[Any, ...] | list[Any]
+) -> list[Any] | None:
+    """Allocations of bare SmartArray arguments that no argument of the launch may write.
+
+    A list, not a set: a launch has few arguments, and building a list is cheaper. Raises
+    the clear ``TypeError`` of ``_backend.check_device_dtype`` for an argument whose dtype
+    the device cannot hold: on a GPU, Numba would otherwise fail first, typing the kernel
+    ("non-precise type array(pyobject, ...)").
+    """
+    readonly: list[Any] = []
+    written: list[Any] = []
+    count = len(mask)
+    position = -1
+    for value in args:
+        position += 1
+        if type(value) is SmartArray:
+            if value._dtype not in _DEVICE_DTYPES:
+                _backend.check_device_dtype(value._dtype)
+            if mask[position] if position < count else rest:
+                written.append(value._alloc)
+            else:
+                readonly.append(value._alloc)
+        elif isinstance(value, (SmartArray, _Intent, tuple)):
+            writes = mask[position] if position < count else rest
+            for array, bare in _nested(value):
+                _backend.check_device_dtype(array._dtype)
+                if writes or not bare:
+                    written.append(array._alloc)
+                else:
+                    readonly.append(array._alloc)
+    if not readonly:
+        return None
+    for alloc in written:
+        if alloc in readonly:  # rare: an allocation behind a read and a written argument
+            readonly = [other for other in readonly if other is not alloc]
+    return readonly
+
+
+def _nested(value: Any) -> list[tuple[SmartArray, bool]]:
+    """SmartArrays in an argument, each with True when it is bare (or ``In``)."""
+    if isinstance(value, SmartArray):
+        return [(value, True)]
+    if isinstance(value, _Intent):
+        return [(value.array, value.intent == "in")]
+    if isinstance(value, tuple):
+        return [item for element in value for item in _nested(element)]
+    return []
+
+
+def _plan(kernel: Any, func: Any, args: Any) -> list[Any] | None:
+    """The read-only allocations of the first launch of ``kernel`` with a SmartArray, whose
+    parameters are analysed then (None: nothing to infer)."""
+    if not any(isinstance(value, (SmartArray, _Intent, tuple)) for value in args):
+        return None
+    mask, rest = write_mask(kernel, func)
+    return readonly_allocations(mask, rest, args)
+
+
+def _call_with(readonly: list[Any] | None, original: Callable[..., Any], *args: Any) -> Any:
+    """``original(*args)`` with ``readonly`` as the launch's read-only allocations, which the
+    SmartArray arguments' ``to_device`` reads through :func:`bare_intent`."""
+    previous = None
+    if readonly is not None:
+        previous = getattr(_local, "readonly", None)
+        _local.readonly = readonly
+    try:
+        return original(*args)
+    except BaseException:
+        _memory.fail_launches()  # (prepared arguments of a launch that never ended)
+        raise
+    finally:
+        if readonly is not None:
+            _local.readonly = previous
+
+
+def _hooked_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def call(self: Any, args: Any, launch_config: Any) -> Any:
+        cached = self.__dict__.get(_CACHE_KEY)
+        if cached is None:
+            readonly = _plan(self, self.py_func, args)
+        else:
+            readonly = readonly_allocations(cached[0], cached[1], args)
+        return _call_with(readonly, original, self, args, launch_config)
+
+    setattr(call, _HOOK_MARK, True)
+    return call
+
+
+def _hooked_fake_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def __call__(self: Any, *args: Any) -> Any:
+        cached = self.__dict__.get(_CACHE_KEY)
+        if cached is not None:
+            readonly = readonly_allocations(cached[0], cached[1], args)
+        else:
+            readonly = None if self._device else _plan(self, self.fn, args)
+        return _call_with(readonly, original, self, *args)
+
+    setattr(__call__, _HOOK_MARK, True)
+    return __call__
+
+
+def install_launch_hooks() -> bool:
+    """Wrap the launch method of this tier's kernels (idempotent); False if there is none."""
+    from numba.cuda.core import config
+
+    cls: type
+    if config.ENABLE_CUDASIM:
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+        cls, name, hook = FakeCUDAKernel, "__call__", _hooked_fake_call
+    else:
+        try:
+            from numba.cuda.dispatcher import CUDADispatcher
+        except ImportError:  # pragma: no cover - numba-cuda is a hard dependency
+            return False
+        cls, name, hook = CUDADispatcher, "call", _hooked_call
+    original = getattr(cls, name)
+    if not getattr(original, _HOOK_MARK, False):
+        setattr(cls, name, hook(original))
+    return True

@@ -1,0 +1,259 @@
+"""Array creation functions, numpy style, each with a ``where=`` argument."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._array import SmartArray
+from .._core import backend as _backend
+from .._core.errors import normalize_where
+from . import protocols as _numpy_protocols
+
+
+def asarray(
+    obj: Any,
+    dtype: Any = None,
+    order: str | None = None,
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+) -> SmartArray:
+    """Convert ``obj`` to a SmartArray: a SmartArray is returned as is, anything else copied.
+
+    A SmartArray of the right dtype (and layout, for ``order='C'``/``'F'``) is returned
+    itself, its copy on ``where`` made current. Any other data, ndarrays included, is
+    **copied** (as ``cupy.asarray`` copies host data): a SmartArray cannot see writes made
+    through a foreign ndarray, so sharing its buffer could leave a device copy silently
+    stale. To share an ndarray's memory on purpose, use ``SmartArray(a, copy=False)``, which
+    makes ``a`` read-only while the SmartArray lives (see the docs' "Creating arrays").
+    """
+    side = normalize_where(where)
+    if order not in (None, "C", "F", "A", "K"):
+        raise ValueError(f"order must be 'C', 'F', 'A' or 'K'; got {order!r}")
+    if isinstance(obj, SmartArray):
+        flags = obj.flags
+        layout_ok = (
+            (order == "C" and flags.c_contiguous)
+            or (order == "F" and flags.f_contiguous)
+            or order not in ("C", "F")
+        )
+        if (dtype is None or np.dtype(dtype) == obj.dtype) and layout_ok:
+            if side == "gpu":
+                obj.to_gpu()
+            return obj
+    return SmartArray(obj, dtype=dtype, order=order, where=side, host_memory=host_memory)
+
+
+def empty(
+    shape: Any,
+    dtype: Any = float,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray:
+    """A new uninitialised SmartArray (on the device only with ``where='gpu'``)."""
+    return SmartArray(
+        shape=shape,
+        dtype=dtype,
+        order=order,
+        where=where,
+        host_memory=host_memory,
+        stream=stream,
+    )
+
+
+# ``full``'s fill value for ``zeros``/``zeros_like``: all-zero bytes of whatever dtype (numpy
+# zeros text as b'' and '', where ``full(..., 0)`` would write b'0' and '0').
+_ZERO_BYTES: Any = object()
+
+
+def full(
+    shape: Any,
+    fill_value: Any,
+    dtype: Any = None,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray:
+    """A new SmartArray filled with ``fill_value``; filled on the device with ``where='gpu'``."""
+    side = normalize_where(where)
+    if fill_value is _ZERO_BYTES:
+        dtype = np.dtype(float if dtype is None else dtype)
+        value = np.zeros((), dtype=dtype)  # numpy's zeros: b'' for text, not b'0'
+    else:
+        if dtype is None:
+            dtype = np.asarray(fill_value).dtype
+        dtype = np.dtype(dtype)
+        value = np.asarray(fill_value, dtype=dtype)
+    if value.ndim:
+        # An array fill_value (broadcast like numpy.full): filled on the host, then uploaded.
+        if side == "gpu":
+            _backend.require_device()
+            _backend.check_device_dtype(dtype)
+        array = empty(shape, dtype, order, "host", host_memory=host_memory)
+        np.broadcast_to(value, array.shape)  # numpy's ValueError before anything is written
+        array[...] = value
+        if side == "gpu":
+            array.to_gpu(stream)
+        return array
+    array = empty(shape, dtype, order, where, host_memory=host_memory, stream=stream)
+    alloc = array._alloc
+    if side == "gpu" and alloc.host_memory != "mapped":
+        with alloc.lock:  # (allocated again if another thread evicted it meanwhile)
+            device = alloc.prepare_device_write(True, stream)
+            _backend.device_fill(device, value[()], stream)
+            alloc.device_written(stream)
+    else:
+        array.fill(value[()])
+    return array
+
+
+def zeros(
+    shape: Any,
+    dtype: Any = float,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray:
+    """A new SmartArray of zeros (made on the device with ``where='gpu'``)."""
+    return full(shape, _ZERO_BYTES, dtype, order, where, host_memory=host_memory, stream=stream)
+
+
+def ones(
+    shape: Any,
+    dtype: Any = float,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray:
+    """A new SmartArray of ones (made on the device with ``where='gpu'``)."""
+    return full(shape, 1, dtype, order, where, host_memory=host_memory, stream=stream)
+
+
+def _like_args(
+    prototype: Any, dtype: Any, order: str, shape: Any, where: str | None
+) -> tuple[Any, Any, str, str, list[int] | None]:
+    """shape, dtype, order ('C'/'F'), where, and the axes in memory order for order='K'.
+
+    The axes are not None when ``order='K'`` keeps a layout that is neither C nor F (e.g. a
+    transposed 3-d prototype): the new array is then laid out in that axis order, as numpy's.
+    """
+    if isinstance(prototype, SmartArray):
+        default_where = "host" if prototype.is_valid("host") else "gpu"
+        flags = prototype.flags
+    else:
+        prototype = np.asarray(prototype)
+        default_where = "host"
+        flags = prototype.flags
+    axes = None
+    if order == "K" and shape is None and not (flags.c_contiguous or flags.f_contiguous):
+        strides = prototype.strides
+        axes = sorted(range(prototype.ndim), key=lambda i: -abs(strides[i]))
+        if axes == list(range(prototype.ndim)):
+            axes = None  # plain C order
+        elif axes == list(range(prototype.ndim))[::-1]:
+            axes, order = None, "F"
+    if order in ("K", "A"):
+        order = "F" if flags.f_contiguous and not flags.c_contiguous else "C"
+    return (
+        prototype.shape if shape is None else shape,
+        prototype.dtype if dtype is None else dtype,
+        order,
+        default_where if where is None else where,
+        axes,
+    )
+
+
+def _in_axis_order(make: Any, shape: tuple[int, ...], axes: list[int] | None) -> SmartArray:
+    """``make(shape_in_memory_order)`` seen with ``shape``: the axes laid out in ``axes`` order."""
+    if axes is None:
+        return make(shape)
+    base = make(tuple(shape[i] for i in axes))
+    view = base.transpose(*np.argsort(axes))
+    return SmartArray._view(base._alloc, 0, view.shape, view.strides, view.dtype, True, None)
+
+
+def empty_like(
+    prototype: Any,
+    dtype: Any = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: Any = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray:
+    """A new uninitialised SmartArray shaped like ``prototype``.
+
+    ``where`` defaults to where ``prototype``'s data is current (``'gpu'`` for a device-only
+    SmartArray), so results of kernel chains stay on the device.
+    """
+    shape, dtype, order, where, axes = _like_args(prototype, dtype, order, shape, where)
+    return _in_axis_order(lambda s: empty(s, dtype, order, where), shape, axes)
+
+
+def full_like(
+    prototype: Any,
+    fill_value: Any,
+    dtype: Any = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: Any = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray:
+    """A new SmartArray shaped like ``prototype`` filled with ``fill_value``."""
+    shape, dtype, order, where, axes = _like_args(prototype, dtype, order, shape, where)
+    if np.ndim(fill_value):
+        axes = None  # an array fill_value is laid out for the prototype's own axis order
+    return _in_axis_order(lambda s: full(s, fill_value, dtype, order, where), shape, axes)
+
+
+def zeros_like(
+    prototype: Any,
+    dtype: Any = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: Any = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray:
+    """A new SmartArray of zeros shaped like ``prototype``."""
+    return full_like(prototype, _ZERO_BYTES, dtype, order, shape=shape, where=where)
+
+
+def ones_like(
+    prototype: Any,
+    dtype: Any = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: Any = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray:
+    """A new SmartArray of ones shaped like ``prototype``."""
+    return full_like(prototype, 1, dtype, order, shape=shape, where=where)
+
+
+# np.empty_like(a), np.zeros_like(a)... with a SmartArray prototype make SmartArrays.
+_numpy_protocols.register_functions(
+    {
+        np.empty_like: empty_like,
+        np.zeros_like: zeros_like,
+        np.ones_like: ones_like,
+        np.full_like: full_like,
+    }
+)

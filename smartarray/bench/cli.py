@@ -1,0 +1,641 @@
+"""Benchmarks: ``python -m smartarray.bench`` (also installed as ``smartarray-bench``).
+
+Three parts, chosen by the tier this process runs in (:func:`smartarray.tier`):
+
+Transfers (simulator and GPU)
+    Host<->device copies made by the same computation written three ways, against the
+    minimum (each input uploaded once, each result downloaded once):
+
+    * a kernel chain (``steps`` launches of a 3-point smoothing stencil) over (a) numpy arrays
+      with Numba's automatic transfers, (b) hand-managed device arrays, (c) SmartArrays;
+    * the classic add progression with a ``@cuda.jit`` add kernel: host arrays; device
+      inputs; device inputs and output; SmartArrays;
+    * an unannotated workflow (kernels, ``@njit`` reads, host reads) with SmartArrays bare,
+      annotated by hand and all ``InOut``, and with numpy arrays, and the time the launch hook
+      adds per SmartArray argument (:mod:`smartarray.bench.intents`).
+
+    SmartArray copies are read from smartarray's ledger; the copies Numba makes for plain
+    arrays are counted by :class:`CopyCounter`.
+Timings (real GPU only)
+    The chain variants timed at two sizes, and the add progression with a
+    ``@vectorize(target='cuda')`` ufunc (SmartArrays with ``out=``, and with the host-array
+    code unchanged, a new result each call), with the ratios (c)/(b) and SmartArrays / device
+    inputs and output.
+Oversubscription and pinned pool (:mod:`smartarray.bench.memory`)
+    A workload three times the device memory limit: bytes moved (and, on a GPU, time)
+    against a hand-written out-of-core loop; pinned SmartArray creation with and without the
+    pinned pool (GPU only).
+CPU ``@njit`` overhead (every tier)
+    Per-call overhead of passing a SmartArray instead of an ndarray to an ``@njit`` function,
+    measured by :mod:`smartarray.bench.njit` when that module is present.
+Host speed (every tier; alone with ``--host``)
+    SmartArray ÷ ndarray for everyday numpy operations (indexing, operators, reductions) and
+    the ``@njit`` call ÷ Numba's floor, measured by :mod:`smartarray.bench.host`.
+dask (``--dask``, instead of the above)
+    A chunked kernel pipeline on a LocalCluster of 1 and of 2 worker processes: the copies
+    each worker made, and (meaningful on a GPU) wall time; see :mod:`smartarray.bench.dask`.
+
+Results are printed as tables and written to ``<out>/bench-<tier>.json`` and, when matplotlib
+is installed (``pip install smartarray[plot]``), ``<out>/bench-<tier>.png``. On a machine with
+no CUDA at all the benchmarks re-run themselves in a subprocess with ``NUMBA_ENABLE_CUDASIM=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from .._array import SmartArray
+from .._core import backend as _backend
+from .._core.transfer import TransferStats, track_transfers
+from .._intents import In, Out
+from .._numpy.creation import empty, empty_like
+from .common import (
+    THREADS,
+    CopyCounter,
+    _median_seconds,
+    add,
+    blocks,
+    format_table,
+    initial_condition,
+    smooth,
+    smooth_reference,
+)
+
+__all__ = [
+    "THREADS",
+    "CopyCounter",
+    "add",
+    "blocks",
+    "format_table",
+    "initial_condition",
+    "main",
+    "smooth",
+    "smooth_reference",
+]
+
+GPU_TIMINGS_NEED_A_GPU = (
+    "GPU timings need a real CUDA GPU: this run has none, so only transfer counts (and the CPU "
+    "@njit overhead) were measured. Run `python -m smartarray.bench` on a machine with a GPU "
+    "for the timing tables."
+)
+
+
+# --- the kernel chain, three ways -------------------------------------------------------
+
+
+def _same(array: Any) -> Any:
+    return array
+
+
+def _steps(u: Any, v: Any, steps: int, hint: Callable[[Any], Any] = _same) -> Any:
+    """Launch ``smooth`` ``steps`` times, alternating ``u`` and ``v``; return the result's."""
+    grid = (blocks(u.size), THREADS)
+    for _ in range(steps):
+        smooth[grid](hint(u), hint(v))
+        u, v = v, u
+    return u
+
+
+def chain_numpy(u0: np.ndarray, steps: int, counter: CopyCounter | None = None) -> np.ndarray:
+    """(a) numpy arrays: Numba copies each array in and out around every launch."""
+    hint = counter.InOut if counter else _same
+    result: np.ndarray = _steps(u0.copy(), np.empty_like(u0), steps, hint)
+    return result
+
+
+def chain_device(u0: np.ndarray, steps: int, counter: CopyCounter | None = None) -> np.ndarray:
+    """(b) hand-managed device arrays: one upload, ``steps`` launches, one download."""
+    counter = counter or CopyCounter()
+    d_u = counter.to_device(u0)
+    return counter.copy_to_host(_steps(d_u, cuda.device_array_like(u0), steps))
+
+
+def chain_smartarray(u0: np.ndarray, steps: int) -> np.ndarray:
+    """(c) SmartArrays passed as they are: smartarray copies only when needed."""
+    u = SmartArray(u0)
+    v = empty_like(u, where="gpu")  # device-only: nothing to upload
+    result: np.ndarray = _steps(u, v, steps).get("host")
+    return result
+
+
+def chain_transfers(n: int, steps: int) -> list[dict[str, Any]]:
+    """Copies made by the three chain variants, each checked against :func:`smooth_reference`."""
+    u0 = initial_condition(n)
+    expected = smooth_reference(u0, steps)
+    minimum = 2 * u0.nbytes  # the input up once, the result down once
+    rows = []
+    for name, label in CHAIN_VARIANTS:
+        counter = CopyCounter()
+        with track_transfers() as ledger:
+            if name == "numpy":
+                result = chain_numpy(u0, steps, counter)
+            elif name == "device":
+                result = chain_device(u0, steps, counter)
+            else:
+                result = chain_smartarray(u0, steps)
+        if not np.allclose(result, expected):
+            raise AssertionError(f"chain variant {name!r} computed a wrong result")
+        stats = ledger if name == "smartarray" else counter.stats
+        rows.append(_transfer_row(name, label, stats, minimum, n=n, steps=steps))
+    return rows
+
+
+CHAIN_VARIANTS = (
+    ("numpy", "(a) numpy arrays, automatic transfers"),
+    ("device", "(b) hand-managed device arrays"),
+    ("smartarray", "(c) SmartArrays"),
+)
+
+ADD_STAGES = (
+    ("host", "1. host arrays"),
+    ("device_inputs", "2. device inputs"),
+    ("device_inputs_output", "3. device inputs and output"),
+    ("smartarray", "4. SmartArrays"),
+)
+# Timed on a GPU only: the host-array code (``z = add(x, y)``) unchanged, on SmartArrays.
+ADD_UNCHANGED = ("smartarray_no_out", "4b. SmartArrays, host-array code (new result)")
+
+
+def _transfer_row(
+    name: str, label: str, stats: TransferStats, minimum: int, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "variant": name,
+        "label": label,
+        **extra,
+        "h2d_count": stats.h2d_count,
+        "h2d_bytes": stats.h2d_bytes,
+        "d2h_count": stats.d2h_count,
+        "d2h_bytes": stats.d2h_bytes,
+        "bytes": stats.nbytes,
+        "minimum_bytes": minimum,
+        "ratio_to_minimum": stats.nbytes / minimum,
+    }
+
+
+# --- the add progression with a @cuda.jit kernel ------------------------------------------
+
+
+def add_transfers(n: int, calls: int) -> list[dict[str, Any]]:
+    """Copies made by ``calls`` additions at each stage of the add progression (kernel form).
+
+    Host arrays are passed as ``In(x), In(y), Out(out)``, the copies a CUDA ufunc makes for
+    host arrays. Device results are copied back once at the end, to check them.
+    """
+    launch = add[blocks(n), THREADS]
+    x = np.arange(n, dtype=np.float32)
+    y = 2 * x
+    expected = x + y
+    minimum = x.nbytes + y.nbytes + expected.nbytes
+    rows = []
+    for name, label in ADD_STAGES:
+        counter = CopyCounter()
+        with track_transfers() as ledger:
+            if name == "host":
+                out = np.empty_like(x)
+                for _ in range(calls):
+                    launch(counter.In(x), counter.In(y), counter.Out(out))
+                result = out
+            elif name in ("device_inputs", "device_inputs_output"):
+                d_x, d_y = counter.to_device(x), counter.to_device(y)
+                d_out = cuda.device_array_like(x)
+                for _ in range(calls):
+                    if name == "device_inputs":  # like a ufunc, a new device result each call
+                        d_out = cuda.device_array_like(x)
+                    launch(d_x, d_y, d_out)
+                result = counter.copy_to_host(d_out)
+            else:
+                sx, sy = SmartArray(x), SmartArray(y)
+                s_out = empty(n, dtype=np.float32, where="gpu")
+                for _ in range(calls):
+                    launch(In(sx), In(sy), Out(s_out))
+                result = np.asarray(s_out)
+        if not np.array_equal(result, expected):
+            raise AssertionError(f"add stage {name!r} computed a wrong result")
+        stats = ledger if name == "smartarray" else counter.stats
+        rows.append(_transfer_row(name, label, stats, minimum, n=n, calls=calls))
+    return rows
+
+
+# --- timings on a real GPU ------------------------------------------------------------------
+
+
+def chain_timings(n: int, steps: int, repeats: int) -> list[dict[str, Any]]:
+    """Seconds for a whole chain (upload, ``steps`` launches, download) per variant.
+
+    Buffers are allocated once, before timing; each timed run starts from host data that has
+    just changed, so every variant has to upload it again. (b) copies from and to page-locked
+    host buffers, as SmartArrays do by default on a GPU, so that (c)/(b) compares the
+    bookkeeping and not two kinds of host memory.
+    """
+    u0 = initial_condition(n)
+    expected = smooth_reference(u0, steps) if n <= 1 << 16 else None
+    host = [np.empty_like(u0), np.empty_like(u0)]  # (a)
+    d = [cuda.device_array_like(u0), cuda.device_array_like(u0)]  # (b)
+    source_b, result_b = cuda.pinned_array_like(u0), cuda.pinned_array_like(u0)
+    source_b[...] = u0
+    s = [SmartArray(u0), empty_like(u0, where="gpu")]  # (c)
+    assert s[0].host_memory == "pinned"
+
+    def setup_numpy() -> None:
+        host[0][...] = u0
+
+    def run_device() -> None:
+        d[0].copy_to_device(source_b)
+        _steps(d[0], d[1], steps).copy_to_host(result_b)
+
+    def setup_smartarray() -> None:
+        s[0][...] = u0  # the host data changed: the device copy is stale
+
+    seconds = {
+        "numpy": _median_seconds(lambda: _steps(host[0], host[1], steps), repeats, setup_numpy),
+        "device": _median_seconds(run_device, repeats),
+        "smartarray": _median_seconds(
+            lambda: _steps(s[0], s[1], steps).get("host"), repeats, setup_smartarray
+        ),
+    }
+    final = steps % 2  # which buffer holds the result
+    if expected is not None:
+        for name, got in (
+            ("numpy", host[final]),
+            ("device", result_b),
+            ("smartarray", np.asarray(s[final])),
+        ):
+            if not np.allclose(got, expected):
+                raise AssertionError(f"timed chain variant {name!r} computed a wrong result")
+    rows = []
+    for name, label in CHAIN_VARIANTS:
+        rows.append(
+            {
+                "variant": name,
+                "label": label,
+                "n": n,
+                "steps": steps,
+                "seconds": seconds[name],
+                "ratio_to_device": seconds[name] / seconds["device"],
+            }
+        )
+    return rows
+
+
+@functools.cache
+def _add_ufunc() -> Any:
+    from numba import vectorize
+
+    @vectorize(["float32(float32, float32)"], target="cuda")
+    def add_ufunc(x, y):  # pragma: no cover - runs on the GPU
+        return x + y
+
+    return add_ufunc
+
+
+def add_ufunc_timings(n: int, calls: int, repeats: int) -> list[dict[str, Any]]:
+    """Seconds per call of a ``@vectorize(target='cuda')`` add at each stage (real GPU only)."""
+    add_ufunc = _add_ufunc()
+    x = np.arange(n, dtype=np.float32)
+    y = 2 * x
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(x)
+    sx, sy = SmartArray(x), SmartArray(y)
+    s_out = empty(n, dtype=np.float32, where="gpu")
+
+    def repeat(call: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(calls):
+                call()
+
+        return run
+
+    stages: dict[str, Callable[[], Any]] = {
+        "host": lambda: add_ufunc(x, y),
+        "device_inputs": lambda: add_ufunc(d_x, d_y),
+        "device_inputs_output": lambda: add_ufunc(d_x, d_y, out=d_out),
+        "smartarray": lambda: add_ufunc(sx, sy, out=s_out),
+        "smartarray_no_out": lambda: add_ufunc(sx, sy),
+    }
+    seconds = {
+        name: _median_seconds(repeat(call), repeats) / calls for name, call in stages.items()
+    }
+    if not np.array_equal(np.asarray(s_out), x + y):
+        raise AssertionError("the SmartArray ufunc stage computed a wrong result")
+    if not np.array_equal(np.asarray(add_ufunc(sx, sy)), x + y):
+        raise AssertionError("the SmartArray ufunc stage without out= computed a wrong result")
+    return [
+        {
+            "variant": name,
+            "label": label,
+            "n": n,
+            "seconds_per_call": seconds[name],
+            "ratio_to_device_inputs_output": seconds[name] / seconds["device_inputs_output"],
+        }
+        for name, label in (*ADD_STAGES, ADD_UNCHANGED)
+    ]
+
+
+def gpu_description() -> str:
+    """Name, compute capability and memory of the current GPU (real GPU tier only)."""
+    device = cuda.get_current_device()
+    name = device.name.decode() if isinstance(device.name, bytes) else str(device.name)
+    major, minor = device.compute_capability
+    total = cuda.current_context().get_memory_info()[1]
+    return f"{name} (compute capability {major}.{minor}, {total / 2**30:.1f} GiB)"
+
+
+# --- CPU @njit overhead ---------------------------------------------------------------------
+
+
+def njit_overhead() -> tuple[dict[str, Any] | None, str]:
+    """:func:`smartarray.bench.njit.measure_njit_overhead` and its report, if the module exists."""
+    try:
+        from . import njit as bench_njit
+    except ImportError:
+        return None, "not measured: smartarray.bench.njit is not available in this installation"
+    result: dict[str, Any] = bench_njit.measure_njit_overhead()
+    report = getattr(bench_njit, "format_report", None)
+    if report is None:
+        return result, "\n".join(f"  {key}: {value}" for key, value in result.items())
+    return result, str(report(result))
+
+
+# --- reporting ------------------------------------------------------------------------------
+
+
+def transfer_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The transfer rows of :func:`chain_transfers` or :func:`add_transfers` as a table."""
+    return format_table(
+        ["variant", "H2D copies", "D2H copies", "bytes moved", "minimum", "x minimum"],
+        [
+            [
+                r["label"],
+                r["h2d_count"],
+                r["d2h_count"],
+                r["bytes"],
+                r["minimum_bytes"],
+                f"{r['ratio_to_minimum']:.1f}",
+            ]
+            for r in rows
+        ],
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
+
+
+def write_plot(results: dict[str, Any], path: Path) -> bool:
+    """Plot the results to ``path`` (PNG); False if matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    timings = results.get("timings")
+    panels = 4 if timings else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.2), squeeze=False)
+    transfers = results["transfers"]
+    for ax, key, title in (
+        (axes[0][0], "chain", f"kernel chain, {transfers['chain'][0]['steps']} launches"),
+        (axes[0][1], "add", f"add progression, {transfers['add'][0]['calls']} calls"),
+    ):
+        rows = transfers[key]
+        bars = ax.bar([r["label"] for r in rows], [r["ratio_to_minimum"] for r in rows])
+        ax.bar_label(bars, fmt="%.1fx")
+        ax.margins(y=0.12)
+        ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="minimum")
+        ax.set_ylabel("bytes moved / minimum")
+        ax.set_title(title)
+        ax.tick_params(axis="x", labelrotation=20)
+        ax.legend()
+    if timings:
+        for n in sorted({r["n"] for r in timings["chain"]}):
+            rows = [r for r in timings["chain"] if r["n"] == n]
+            axes[0][2].plot(
+                [r["label"][:3] for r in rows],
+                [r["seconds"] * 1e3 for r in rows],
+                marker="o",
+                label=f"n={n}",
+            )
+        axes[0][2].set_yscale("log")
+        axes[0][2].set_ylabel("ms per chain")
+        axes[0][2].set_title("kernel chain time (GPU)")
+        axes[0][2].legend()
+        rows = timings["add"]
+        axes[0][3].bar([r["label"][:2] for r in rows], [r["seconds_per_call"] * 1e3 for r in rows])
+        axes[0][3].set_yscale("log")
+        axes[0][3].set_ylabel("ms per call")
+        axes[0][3].set_title("add ufunc (GPU)")
+    fig.suptitle(f"smartarray.bench — {results['meta']['tier']} — {results['meta']['date']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _meta() -> dict[str, Any]:
+    from .. import __version__
+
+    meta: dict[str, Any] = {
+        "date": datetime.date.today().isoformat(),
+        "tier": _backend.tier(),
+        "machine": f"{platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs",
+        "python": platform.python_version(),
+        "smartarray": __version__,
+        "numba": importlib.metadata.version("numba"),
+        "numba-cuda": importlib.metadata.version("numba-cuda"),
+        "numpy": np.__version__,
+    }
+    if _backend.tier() == "gpu":
+        meta["gpu"] = gpu_description()
+    return meta
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the benchmarks for this tier, print the tables and return the results."""
+    tier = _backend.tier()
+    results: dict[str, Any] = {"meta": _meta(), "transfers": None, "timings": None}
+    meta = results["meta"]
+    print(
+        f"smartarray {meta['smartarray']}, tier: {tier}"
+        + (f", {meta['gpu']}" if "gpu" in meta else "")
+    )
+
+    n = args.n or (1024 if tier == "simulator" else 1 << 20)
+    steps = args.steps or (4 if args.quick else 20)
+    calls = 2 if args.quick else 5
+    print(f"\nTransfers: kernel chain, n={n} float64, {steps} launches")
+    chain = chain_transfers(n, steps)
+    print(transfer_table(chain))
+    print(f"\nTransfers: add progression (@cuda.jit add kernel), n={n} float32, {calls} calls")
+    add = add_transfers(n, calls)
+    print(transfer_table(add))
+    results["transfers"] = {"chain": chain, "add": add}
+
+    from . import intents as bench_intents
+
+    every = 5
+    workflow_steps = 20 if not args.quick else 10
+    print(
+        f"\nTransfers: unannotated workflow (kernel, @njit read every {every} steps, host "
+        f"reads), n={n} float64, {workflow_steps} launches"
+    )
+    workflow = bench_intents.workflow_transfers(n, workflow_steps, every)
+    lookup = bench_intents.lookup_overhead(rounds=3 if args.quick else 7)
+    print(bench_intents.report(workflow, lookup))
+    results["transfers"]["workflow"] = workflow
+    results["intent_lookup"] = lookup
+
+    if tier == "gpu":
+        repeats = 3 if args.quick else 7
+        gpu_steps = 20 if args.quick else 100
+        sizes = (1 << 10, 1 << 20) if args.quick else (1 << 10, 1 << 22)
+        chain_t = [row for size in sizes for row in chain_timings(size, gpu_steps, repeats)]
+        add_n = 1 << 20 if args.quick else 1 << 24
+        add_t = add_ufunc_timings(add_n, 10, repeats)
+        results["timings"] = {"chain": chain_t, "add": add_t, "repeats": repeats}
+        print(f"\nTimings: kernel chain, {gpu_steps} launches, median of {repeats} runs")
+        print(
+            format_table(
+                ["variant", "n", "time per chain", "/ (b)"],
+                [
+                    [r["label"], r["n"], _ms(r["seconds"]), f"{r['ratio_to_device']:.2f}"]
+                    for r in chain_t
+                ],
+            )
+        )
+        print(f"\nTimings: add progression, @vectorize(target='cuda'), n={add_n} float32")
+        print(
+            format_table(
+                ["stage", "time per call", "/ stage 3"],
+                [
+                    [
+                        r["label"],
+                        _ms(r["seconds_per_call"]),
+                        f"{r['ratio_to_device_inputs_output']:.2f}",
+                    ]
+                    for r in add_t
+                ],
+            )
+        )
+        from . import throughput as bench_throughput
+
+        results["throughput"] = bench_throughput.measure(repeats=3 if args.quick else 7)
+        print(f"\n{bench_throughput.report(results['throughput'])}")
+    else:
+        results["timings_note"] = GPU_TIMINGS_NEED_A_GPU
+        print(f"\n{GPU_TIMINGS_NEED_A_GPU}")
+
+    from . import memory as bench_memory
+
+    results["memory"], report = bench_memory.run(tier, args.quick)
+    print(f"\n{report}")
+
+    print("\nCPU: ", end="")
+    results["njit"], report = njit_overhead()
+    print(report)
+    results["host"] = host_speed(args.quick)
+    return results
+
+
+def host_speed(quick: bool) -> list[dict[str, Any]]:
+    """Measure and print the host-speed table (:mod:`smartarray.bench.host`)."""
+    from . import host as bench_host
+
+    if quick:
+        rows = bench_host.measure_host_overhead(estimates=3, rounds=1, seconds=0.005)
+    else:
+        rows = bench_host.measure_host_overhead()
+    print("\nHost speed: SmartArray ÷ ndarray, same process, median of estimates")
+    print(bench_host.format_table(rows))
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m smartarray.bench``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m smartarray.bench", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer launches and repeats")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder")
+    parser.add_argument("--n", type=int, default=None, help="elements for the transfer part")
+    parser.add_argument("--steps", type=int, default=None, help="launches in the kernel chain")
+    parser.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
+    parser.add_argument(
+        "--host", action="store_true", help="only the host-speed table (SmartArray ÷ ndarray)"
+    )
+    parser.add_argument(
+        "--dask",
+        action="store_true",
+        help="only the dask benchmark: a chunked kernel pipeline on 1 and 2 worker processes",
+    )
+    args = parser.parse_args(argv)
+
+    if args.host:
+        host_results: dict[str, Any] = {"meta": _meta(), "host": host_speed(args.quick)}
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / "bench-host.json"
+        path.write_text(json.dumps(host_results, indent=2) + "\n")
+        print(f"\nwrote {path}")
+        return 0
+
+    if _backend.tier() == "host-only":
+        print("No CUDA GPU here: re-running the benchmarks in Numba's CUDA simulator.", flush=True)
+        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+        command = [
+            sys.executable,
+            "-m",
+            "smartarray.bench",
+            *(argv if argv is not None else sys.argv[1:]),
+        ]
+        return subprocess.run(command, env=env, check=False).returncode
+
+    if args.dask:
+        return _run_dask(args)
+    results = run(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"bench-{results['meta']['tier']}"
+    stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {stem.with_suffix('.json')}")
+    if not args.no_plot:
+        if write_plot(results, stem.with_suffix(".png")):
+            print(f"wrote {stem.with_suffix('.png')}")
+        else:
+            print("no plot: matplotlib is not installed (pip install 'smartarray[plot]')")
+    return 0
+
+
+def _run_dask(args: argparse.Namespace) -> int:
+    """``--dask``: :mod:`smartarray.bench.dask`, written to ``<out>/bench-<tier>-dask.json``."""
+    try:
+        import dask.array  # noqa: F401
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        print(f"the dask benchmark needs pip install 'smartarray[dask]' ({exc})")
+        return 1
+    from . import dask as bench_dask
+
+    results = {"meta": _meta(), "dask": bench_dask.run(args.quick)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"bench-{results['meta']['tier']}-dask.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
