@@ -8,15 +8,19 @@ A SmartArray cannot see writes made through an ndarray it does not own, so
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
+import threading
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import inc
+from helpers import ROOT, inc
 from numba import njit
 
 import smartarray as sa
 from smartarray import SmartArray
+from smartarray._core import adoption
 
 
 def test_asarray_copies_an_ndarray() -> None:
@@ -240,3 +244,87 @@ def test_jit_result_that_is_a_plain_ndarray_argument_is_copied() -> None:
     assert isinstance(result, SmartArray)
     assert not np.shares_memory(result.get("host"), nd)
     np.testing.assert_array_equal(np.asarray(result), nd)
+
+
+# --- finalizers never block (issue 24, item 11) ------------------------------------------------
+
+_GC_LOOP = """
+import gc, sys
+import numpy as np
+import smartarray as sa
+gc.set_threshold(50, 5, 5)  # collections at almost any allocation, lock held or not
+for i in range(int(sys.argv[1])):
+    x = [sa.SmartArray(np.zeros(2))]
+    x.append(x)  # a SmartArray in a reference cycle: freed by the cyclic collector
+    x[0].get("host")  # its host buffer handed out (registered)
+    del x
+    sa.SmartArray(np.zeros(2)).get("host")  # registers under the lock: a collection may run
+    y = [sa.SmartArray(np.zeros(2), copy=False)]  # adopted memory, also freed by collection
+    y.append(y)
+    del y
+print("done")
+"""
+
+
+def test_collections_inside_the_registry_lock_never_hang() -> None:
+    """The reproduction from the issue: it hung within seconds in ``_release``."""
+    result = subprocess.run(
+        [sys.executable, "-c", _GC_LOOP, "20000"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["done"]
+
+
+def test_a_release_queued_while_the_registry_is_held_is_applied_when_it_is_let_go() -> None:
+    """A finalizer that runs on the thread holding the registry lock queues its release; the
+    holder applies it before letting go, so the memory can be adopted again at once."""
+    memory = np.zeros(4)
+    first = SmartArray(memory, copy=False)
+    assert not memory.flags.writeable
+    outcome: list[Any] = []
+
+    def release_inside_the_lock() -> None:
+        nonlocal first
+        with adoption._registry():
+            del first
+            gc.collect()  # the finalizer runs here, on this thread, with the lock held
+            outcome.append(memory.flags.writeable)  # still locked: the release is queued
+        outcome.append(memory.flags.writeable)  # applied on the way out
+
+    worker = threading.Thread(target=release_inside_the_lock, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the finalizer waited for a lock its own thread holds"
+    assert outcome == [False, True]
+    again = SmartArray(memory, copy=False)  # nothing left registered for that memory
+    assert again.tolist() == [0.0] * 4
+
+
+def test_a_release_still_queued_does_not_refuse_a_new_adoption() -> None:
+    """A release queued by a finalizer (it found the lock taken) is applied before the next
+    adoption looks for overlaps: the freed memory is not reported as still adopted."""
+    memory = np.zeros(4)
+    first = SmartArray(memory, copy=False)
+
+    def free_under_the_bare_lock() -> None:
+        nonlocal first
+        with adoption._lock:  # bare lock: nothing applies the queue when it is let go
+            del first
+            gc.collect()  # the finalizer finds the lock taken: it queues its release
+
+    worker = threading.Thread(target=free_under_the_bare_lock, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the finalizer waited for a lock its own thread holds"
+    assert adoption._pending and not memory.flags.writeable
+    again = SmartArray(memory, copy=False)
+    assert not adoption._pending
+    assert again.tolist() == [0.0] * 4 and not memory.flags.writeable  # locked by ``again``
+    del again
+    gc.collect()
+    assert memory.flags.writeable

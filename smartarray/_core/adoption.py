@@ -23,19 +23,48 @@ holds them: they are adopted without any of this (``SmartArray._adopt``).
 
 from __future__ import annotations
 
+import collections
 import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+# Guards the registry below. Never taken by a finalizer while it waits: a finalizer (run by the
+# cyclic garbage collector at any allocation, possibly on a thread that holds this lock)
+# queues its release in ``_pending`` and applies it only if it gets the lock at once; whoever
+# holds the lock applies the queue before reading the registry and before letting go.
 _lock = threading.Lock()
+_pending: collections.deque[tuple[int, list[int]]] = collections.deque()
 # Live explicit adoptions, and SmartArrays' own host buffers handed out raw: token -> (first
 # byte, end byte, what holds the memory, writeable).
 _adopted: dict[int, tuple[int, int, str, bool]] = {}
 # ndarrays made read-only by adoptions: id -> [the ndarray, number of adoptions locking it].
 _locked: dict[int, list[Any]] = {}
 _tokens = iter(range(1, 1 << 62))
+
+
+@contextmanager
+def _registry() -> Iterator[None]:
+    """Hold ``_lock`` with the queued releases applied, and apply those queued meanwhile."""
+    with _lock:
+        _apply_pending()
+        yield
+        _apply_pending()
+    _drain()  # a release queued after the last look, while the lock was still held
+
+
+def _drain() -> None:
+    """Apply queued releases if the lock is free now; never wait for it."""
+    while _pending:
+        if not _lock.acquire(blocking=False):
+            return  # its holder applies them before it lets go (see _registry)
+        try:
+            _apply_pending()
+        finally:
+            _lock.release()
 
 
 def _bounds(array: np.ndarray) -> tuple[int, int]:
@@ -72,15 +101,18 @@ def adopt(source: Any, host: np.ndarray, owner: object, label: str) -> None:
     """
     lo, hi = _bounds(host)
     writeable = bool(host.flags.writeable)
-    with _lock:
+    with _registry():
         if hi > lo:
-            for other_lo, other_hi, holder, other_writeable in _adopted.values():
-                if lo < other_hi and other_lo < hi and (writeable or other_writeable):
-                    raise ValueError(
-                        f"this memory is already {holder}; two SmartArrays over one buffer "
-                        f"would each miss the other's writes: use that SmartArray (or a view "
-                        f"of it), or copy"
-                    )
+            holder = _overlapping(lo, hi, writeable)
+            if holder is not None:
+                _apply_pending()  # (an owner freed by a collection that ran just now)
+                holder = _overlapping(lo, hi, writeable)
+            if holder is not None:
+                raise ValueError(
+                    f"this memory is already {holder}; two SmartArrays over one buffer "
+                    f"would each miss the other's writes: use that SmartArray (or a view "
+                    f"of it), or copy"
+                )
         token = next(_tokens)
         _adopted[token] = (lo, hi, f"adopted by {label} (SmartArray(..., copy=False))", writeable)
         locked = []
@@ -101,7 +133,7 @@ def register_handed_out(host: np.ndarray, owner: object, label: str) -> None:
     Call once per allocation (``Allocation.host_handed_out`` says whether it was done).
     """
     lo, hi = _bounds(host)
-    with _lock:
+    with _registry():
         token = next(_tokens)
         _adopted[token] = (
             lo, hi, f"the host buffer of {label} (handed out by get('host') or DLPack)", True
@@ -109,30 +141,52 @@ def register_handed_out(host: np.ndarray, owner: object, label: str) -> None:
     weakref.finalize(owner, _release, token, [])
 
 
+def _overlapping(lo: int, hi: int, writeable: bool) -> str | None:
+    """What holds memory overlapping ``[lo, hi)`` in a way that refuses this adoption."""
+    for other_lo, other_hi, holder, other_writeable in _adopted.values():
+        if lo < other_hi and other_lo < hi and (writeable or other_writeable):
+            return holder
+    return None
+
+
 def _release(token: int, locked: list[int]) -> None:
-    """Undo :func:`adopt` once its SmartArray is gone: writeable again if no one else locks."""
-    with _lock:
-        _adopted.pop(token, None)
-        for key in locked:
-            entry = _locked.get(key)
-            if entry is not None:
-                entry[1] -= 1
-        # numpy makes a view writeable only while its base is: retry until nothing changes
-        # (a view whose base another adoption still locks waits for that one's release).
-        progress = True
-        while progress:
-            progress = False
-            for key, (array, count) in list(_locked.items()):
-                if count == 0:
-                    try:
-                        array.flags.writeable = True
-                    except ValueError:
-                        continue
-                    del _locked[key]
-                    progress = True
+    """Finalizer of an adoption's (or hand-out's) owner: queue the release, and apply it now
+    if the registry is free. It never waits: the collector may run it on a thread that holds
+    the lock (waiting would hang that thread for good)."""
+    _pending.append((token, locked))
+    _drain()
+
+
+def _apply_pending() -> None:
+    """Apply the queued releases (call with ``_lock`` held)."""
+    while _pending:
+        _apply_release(*_pending.popleft())
+
+
+def _apply_release(token: int, locked: list[int]) -> None:
+    """Undo :func:`adopt` once its SmartArray is gone: writeable again if no one else locks
+    (call with ``_lock`` held)."""
+    _adopted.pop(token, None)
+    for key in locked:
+        entry = _locked.get(key)
+        if entry is not None:
+            entry[1] -= 1
+    # numpy makes a view writeable only while its base is: retry until nothing changes
+    # (a view whose base another adoption still locks waits for that one's release).
+    progress = True
+    while progress:
+        progress = False
         for key, (array, count) in list(_locked.items()):
-            if count == 0 and not any(id(base) in _locked for base in _bases(array)):
-                del _locked[key]  # made read-only for good by someone else meanwhile
+            if count == 0:
+                try:
+                    array.flags.writeable = True
+                except ValueError:
+                    continue
+                del _locked[key]
+                progress = True
+    for key, (array, count) in list(_locked.items()):
+        if count == 0 and not any(id(base) in _locked for base in _bases(array)):
+            del _locked[key]  # made read-only for good by someone else meanwhile
 
 
 def _bases(array: np.ndarray) -> list[Any]:
