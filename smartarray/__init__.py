@@ -7,23 +7,26 @@ imports numba) to use Numba's CUDA simulator on a machine without a GPU.
 
 from __future__ import annotations
 
-import sys
+import sys as _sys
 
 # The layers, bottom first (docs/design.md): _core (state machine, transfers, memory), the
 # class (_array, _hooks, _intents), then the glue, which registers itself with the class when
 # imported: _numpy (the ndarray face), _numba (@jit), _cuda (kernels, CUDA ufuncs), _interop
 # (DLPack, dask). Importing any smartarray.* module runs this file first, so every hook is
 # filled before user code runs.
+from . import _core
+
+# isort: split
 from . import _numpy  # (each layer registers itself, bottom first)
 
 # isort: split
-from . import _numba  # noqa: F401
+from . import _numba
 
 # isort: split
-from . import _cuda  # noqa: F401
+from . import _cuda
 
 # isort: split
-from . import _interop  # noqa: F401
+from . import _interop
 
 # isort: split
 from ._array import SmartArray
@@ -59,10 +62,22 @@ from ._numpy.creation import (
     zeros_like,
 )
 
-# Pickles name the function that restores an array by its module: those written before the
-# package had layers (smartarray 0.1.0 of 2026-11-23 and earlier) name
-# smartarray._pickling.restore.
-sys.modules.setdefault(f"{__name__}._pickling", _numpy.pickling)
+# Pickles, and the code Numba caches on disk (``cache=True``), name functions and classes by
+# their module. Those written before the package had layers (up to 2026-11-23) name the flat
+# modules: each name below stays importable as the module that holds that code now. SmartArray
+# pickles still name ``smartarray._pickling.restore``, so that older versions read them too.
+_FLAT_LAYOUT_NAMES = {
+    "_pickling": _numpy.pickling,  # SmartArray pickles
+    "_numba_types": _numba.types,  # SmartArrayType: pickles, Numba's cache index
+    "_numba_cpu": _numba.cpu,  # compiled code cached by Numba loads _jit_constants
+    "_errors": _core.errors,  # pickled exceptions (dask, multiprocessing)
+    "_transfer": _core.transfer,  # TransferStats, TransferRecord
+    "_explain": _cuda.explain,  # IntentReport, ArgumentIntent
+    "_cuda_ufuncs": _cuda.ufuncs,  # SmartUFunc
+    "_dask": _interop.dask,  # functions a dask graph refers to
+}
+for _old, _module in _FLAT_LAYOUT_NAMES.items():
+    _sys.modules.setdefault(f"{__name__}.{_old}", _module)
 
 install_dispatch_hooks()  # plain CUDA ufuncs handle SmartArrays precisely
 install_launch_guard()  # launches without CUDA raise DeviceUnavailableError

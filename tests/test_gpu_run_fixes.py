@@ -1,10 +1,10 @@
 """Regression tests, without a GPU, for what the first real-GPU run found (commit 5477369).
 
-1. The device-resident launch path (``_numba_cuda._resident_argument``): taken in a chain of
+1. The device-resident launch path (``_cuda.arguments._resident_argument``): taken in a chain of
    kernels over device-resident arrays, and declined (the general path then runs, with the
    same flags, transfers and errors) whenever a flag, an order or an export is at stake.
 2. Mapped host buffers: a plain ndarray over numba-cuda's mapped allocation, whose device
-   memory ``_backend.mapped_memory`` finds through the base chain (fakes with the structure
+   memory ``backend.mapped_memory`` finds through the base chain (fakes with the structure
    of numba-cuda's ``mapped_array``; any tier).
 3. ``wait_for_default_stream``: only non-blocking streams wait on the default stream (faked
    CUDA module; any tier).
@@ -55,7 +55,7 @@ def accumulate(out, x):  # type: ignore[no-untyped-def]  # writes out, reads x (
 
 
 class ResidentSpy:
-    """Wraps ``_numba_cuda._resident_argument``: records ``(label, intent, taken)`` per call,
+    """Wraps ``_cuda.arguments._resident_argument``: records ``(label, intent, taken)`` per call,
     ``taken`` False when it returned None (the general launch path then ran)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:

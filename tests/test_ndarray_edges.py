@@ -468,8 +468,43 @@ def test_pickles_of_the_flat_layout_still_load() -> None:
     restored = pickle.loads(_FLAT_LAYOUT_PICKLE)
     assert type(restored) is SmartArray and restored.tolist() == [0.0, 1.0, 2.0]
     assert restored.label == "old" and restored.host_memory == "pageable"
-    # (this version writes its own module's name)
-    assert b"smartarray._numpy.pickling" in pickle.dumps(restored, protocol=2)
+    # This version writes the same name, so that older versions read its pickles too.
+    assert pickle.dumps(restored, protocol=2)[:32] == _FLAT_LAYOUT_PICKLE[:32]
+
+
+@pytest.mark.parametrize(
+    ("old", "name", "now"),
+    [
+        ("_pickling", "restore", "smartarray._numpy.pickling"),
+        ("_numba_types", "SmartArrayType", "smartarray._numba.types"),
+        ("_numba_cpu", "_jit_constants", "smartarray._numba.cpu"),  # in Numba's disk cache
+        ("_errors", "TransferError", "smartarray._core.errors"),
+        ("_errors", "DeviceUnavailableError", "smartarray._core.errors"),
+        ("_errors", "SmartArrayKeptError", "smartarray._core.errors"),
+        ("_transfer", "TransferStats", "smartarray._core.transfer"),
+        ("_transfer", "TransferRecord", "smartarray._core.transfer"),
+        ("_explain", "IntentReport", "smartarray._cuda.explain"),
+        ("_cuda_ufuncs", "SmartUFunc", "smartarray._cuda.ufuncs"),
+        ("_dask", "to_numpy", "smartarray._interop.dask"),
+    ],
+)
+def test_names_of_the_flat_layout_still_resolve(old: str, name: str, now: str) -> None:
+    """Pickles and Numba's on-disk cache (``cache=True``) written before the package had
+    layers name these: each still loads as the object that holds that code now."""
+    import importlib
+
+    reference = f"csmartarray.{old}\n{name}\n.".encode()  # a pickle of just that global
+    assert pickle.loads(reference) is getattr(importlib.import_module(now), name)
+    assert importlib.import_module(f"smartarray.{old}") is importlib.import_module(now)
+
+
+def test_an_exception_pickled_before_the_layers_loads() -> None:
+    old = (  # pickle.dumps(TransferError("refused"), protocol=2), written by commit 9ec7425
+        b"\x80\x02csmartarray._errors\nTransferError\n"
+        b"q\x00X\x07\x00\x00\x00refusedq\x01\x85q\x02Rq\x03."
+    )
+    error = pickle.loads(old)
+    assert type(error) is smartarray.TransferError and str(error) == "refused"
 
 
 def test_host_memory_kind_round_trips_where_this_process_has_it() -> None:
@@ -519,10 +554,13 @@ def test_pickle_loads_in_another_process(tmp_path: Path, simulator: bool) -> Non
     # CUDA, pageable where it has not.
     there = "pinned" if kind == "pinned" and simulator else "pageable"
     tier = "simulator" if simulator else "host-only"
-    assert proc.stdout.split() == (
-        f"SmartArray shipped True (8, 24) {there} host "
-        f"[[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]] False {tier}"
-    ).split()
+    assert (
+        proc.stdout.split()
+        == (
+            f"SmartArray shipped True (8, 24) {there} host "
+            f"[[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]] False {tier}"
+        ).split()
+    )
 
 
 @pytest.mark.device

@@ -9,7 +9,7 @@ import numpy as np
 from .._array import SmartArray
 from .._core import backend as _backend
 from .._core.errors import normalize_where
-from . import protocols as _numpy_protocols
+from . import protocols
 
 
 def asarray(
@@ -249,7 +249,7 @@ def ones_like(
 
 
 # np.empty_like(a), np.zeros_like(a)... with a SmartArray prototype make SmartArrays.
-_numpy_protocols.register_functions(
+protocols.register_functions(
     {
         np.empty_like: empty_like,
         np.zeros_like: zeros_like,

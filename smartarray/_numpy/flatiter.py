@@ -13,7 +13,7 @@ from .. import _hooks
 from .._array import SmartArray
 from .._core.coherence import State
 from .._core.layout import _layout_probe
-from . import protocols as _numpy_protocols
+from . import protocols
 
 _DEVICE = State.DEVICE
 
@@ -110,12 +110,12 @@ class FlatIterator:
 
     def __getitem__(self, key: Any) -> Any:
         self._check_before_fetching(key)
-        return _numpy_protocols.call_on_host(_read_flat, (self._array, key), {})
+        return protocols.call_on_host(_read_flat, (self._array, key), {})
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._array._check_writeable()
         self._check_before_fetching(key, value)
-        _numpy_protocols.call_on_host(_write_flat, (self._array, key, value), {}, writes_first=True)
+        protocols.call_on_host(_write_flat, (self._array, key, value), {}, writes_first=True)
 
     def _check_before_fetching(self, key: Any, *value: Any) -> None:
         """numpy's error for a bad key (or value) before a stale host copy is fetched for

@@ -65,3 +65,8 @@ def restore(
 
 
 _hooks.reduce = reduce
+
+# Pickles name ``smartarray._pickling.restore``, the name they had before the package had layers
+# (``smartarray/__init__.py`` keeps that module name importable): pickles this version writes
+# load in older versions too, and the other way round.
+restore.__module__ = "smartarray._pickling"

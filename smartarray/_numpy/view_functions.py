@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from .._array import SmartArray
-from . import protocols as _numpy_protocols
+from . import protocols
 
 # Returned by an implementation that cannot handle its arguments: numpy's ordinary path.
-FALLBACK = _numpy_protocols._FALLBACK
+FALLBACK = protocols._FALLBACK
 
 
 def _template_function(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -42,7 +42,7 @@ def _writable_as_numpy(func: Callable[..., Any], *, may_return_input: bool) -> C
     """
 
     def apply(array: SmartArray, *args: Any, **kwargs: Any) -> Any:
-        result = _numpy_protocols.call_on_host(func, (array, *args), kwargs)
+        result = protocols.call_on_host(func, (array, *args), kwargs)
         if not isinstance(result, SmartArray) or result._alloc is not array._alloc:
             return result
         layout = (result._offset, result._shape, result._strides, result._dtype)
@@ -112,7 +112,7 @@ def _einsum(*operands: Any, **kwargs: Any) -> Any:
     )
 
 
-_numpy_protocols.register_functions(
+protocols.register_functions(
     {
         np.rot90: _template_function(np.rot90),
         np.linalg.matrix_transpose: _template_function(np.linalg.matrix_transpose),

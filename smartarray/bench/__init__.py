@@ -7,6 +7,9 @@ call overhead), ``host`` (the host-speed table), ``intents`` (inferred intents),
 (a chunked pipeline on a LocalCluster). Nothing in the library imports this package.
 """
 
+from typing import Any
+
+from . import cli
 from .cli import (
     THREADS,
     CopyCounter,
@@ -30,3 +33,11 @@ __all__ = [
     "smooth",
     "smooth_reference",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The command line module's other names (``smartarray.bench`` was that module)."""
+    try:
+        return getattr(cli, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

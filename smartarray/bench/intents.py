@@ -31,7 +31,7 @@ from numba import cuda, njit
 from .._array import SmartArray
 from .._core import backend as _backend
 from .._core.transfer import track_transfers
-from .._cuda import launch as _launch_intents
+from .._cuda import launch as _launch
 from .._intents import In, InOut
 
 THREADS = 128
@@ -154,9 +154,9 @@ def lookup_overhead(rounds: int = 7, calls: int = 20_000) -> dict[str, Any]:
         ("read_many(a, b, c, d, out): 5 SmartArray arguments", read_many, (*arrays, out)),
     ):
         kernel = _kernel_object(dispatcher, args)
-        local = _launch_intents._local
-        plan, bare_intent = _launch_intents.readonly_allocations, _launch_intents.bare_intent
-        key = _launch_intents._CACHE_KEY
+        local = _launch._local
+        plan, bare_intent = _launch.readonly_allocations, _launch.bare_intent
+        key = _launch._CACHE_KEY
         best = float("inf")
         for _ in range(rounds):
             start = time.thread_time()  # CPU time: a shared machine deschedules us at times
