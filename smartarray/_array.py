@@ -270,7 +270,13 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 # A new ndarray object each time: a caller setting its .shape or .flags must
                 # not change the view cached for internal use.
                 return self._host_view(write=True, sync=False).view()
-        return self._device_view(stream)
+        alloc = self._alloc
+        with alloc.lock:
+            device = self._device_view(stream)
+            if not self._writeable:
+                return device
+            # It may be written now: never dropped as clean (see Allocation.hand_out_device).
+            return alloc.hand_out_device(self._offset, self._shape, self._strides, self._dtype)
 
     def _hand_out_host(self) -> None:
         """The raw host buffer is being handed out: from now on it cannot be adopted by
@@ -600,8 +606,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     def __iter__(self) -> Iterator[Any]:
         if not self._shape:
             raise TypeError("iteration over a 0-d array")
-        if self.ndim == 1:
-            return iter(self._host_view(write=False))
+        if len(self._shape) == 1:
+            # Each item read through the coherence state, as ``a.flat`` does: device writes
+            # made during the loop are seen (a plain iterator over the host view would not).
+            return _hooks.iterate(self)
         return (self[i] for i in range(self._shape[0]))
 
     def __getitem__(self, key: Any) -> Any:

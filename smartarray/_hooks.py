@@ -19,7 +19,7 @@ module.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -59,8 +59,9 @@ host_call: Callable[[], Any] = _unregistered("_numpy.protocols")
 # copy, wait or lock, else None.
 readable_host: Callable[[Any], Any] = _unregistered("_numpy.fastpath")
 
-# ``a.flat`` (_numpy.flatiter): the iterator, and ``a.flat = value``.
+# ``a.flat`` (_numpy.flatiter): the iterator, and ``a.flat = value``; ``iter(a)`` of a 1-d array.
 flat: Callable[[Any], Any] = _unregistered("_numpy.flatiter")
+iterate: Callable[[Any], Iterator[Any]] = _unregistered("_numpy.flatiter")  # iter(a), 1-d
 assign_flat: Callable[[Any, Any], None] = _unregistered("_numpy.flatiter")
 
 # numpy's in-place shuffles (_numpy.shuffle): ``len(a)`` notes the array; ``a[i]`` while it
@@ -107,6 +108,7 @@ REGISTERED_BY = {
     "host_call": "_numpy.protocols",
     "readable_host": "_numpy.fastpath",
     "flat": "_numpy.flatiter",
+    "iterate": "_numpy.flatiter",
     "assign_flat": "_numpy.flatiter",
     "note_length": "_numpy.shuffle",
     "shuffled_read": "_numpy.shuffle",

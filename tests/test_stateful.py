@@ -6,6 +6,9 @@ and the transfer ledger counted exactly the copies the model says are needed.
 
 from __future__ import annotations
 
+import pickle
+import threading
+
 import numpy as np
 import pytest
 from helpers import add_scalar, copy_into, numba_add_ufunc, numba_ufunc_support
@@ -240,6 +243,68 @@ class CoherenceMachine(RuleBasedStateMachine):
         assert self.expect_step(lambda: view[k]) == v
         self.model[s[0] + k] = v
         self.host_written()
+
+    # --- iteration, pickles, threads (issue 24) -------------------------------------------
+
+    @rule(k=st.integers(0, N), v=value)
+    def iterate_with_a_device_write_midway(self, k: int, v: float) -> None:
+        """``for x in a``: the items after a kernel launched inside the loop are the new ones
+        (one download before the first item read while the host copy is stale)."""
+        items = iter(self.array)
+        first = self.expect_step(
+            lambda: [next(items) for _ in range(k)], d2h=self.host_needs() if k else 0
+        )
+        expected = list(self.model[:k])
+        if k:
+            self.host_valid = True
+        if DEVICE:
+            self.expect_step(
+                lambda: self.add[1, N](self.array, v), h2d=self.device_needs(), d2h=self.refreshes()
+            )
+            self.model += v
+            self.device_written()
+        rest = self.expect_step(lambda: list(items), d2h=self.host_needs() if k < N else 0)
+        if k < N:
+            self.host_valid = True
+        assert first + rest == expected + list(self.model[k:])
+
+    @rule(i=index, v=value)
+    def pickle_out_of_band_loaded_twice(self, i: int, v: float) -> None:
+        """Protocol 5 with out-of-band buffers, loaded twice from the same buffers: two
+        independent arrays, neither sharing the caller's buffer nor the original."""
+        buffers: list[pickle.PickleBuffer] = []
+        data = self.expect_step(
+            lambda: pickle.dumps(self.array, protocol=5, buffer_callback=buffers.append),
+            d2h=self.host_needs(),
+        )
+        self.host_valid = True
+        first = self.expect_step(lambda: pickle.loads(data, buffers=buffers))
+        second = self.expect_step(lambda: pickle.loads(data, buffers=buffers))
+        first[i] = v
+        assert second[i] == self.model[i] and first[i] == v
+        np.testing.assert_array_equal(np.asarray(second), self.model)
+
+    @rule()
+    def host_read_while_another_thread_refuses_copies(self) -> None:
+        """``no_transfers()`` is the calling thread's: another thread inside it meanwhile
+        does not refuse this thread's copies."""
+        inside, done = threading.Event(), threading.Event()
+
+        def refuse() -> None:
+            with sa.no_transfers():
+                inside.set()
+                done.wait(timeout=60)
+
+        other = threading.Thread(target=refuse)
+        other.start()
+        try:
+            assert inside.wait(timeout=60)
+            got = self.expect_step(lambda: np.array(self.array), d2h=self.host_needs())
+        finally:
+            done.set()
+            other.join()
+        self.host_valid = True
+        np.testing.assert_array_equal(got, self.model)
 
     # --- device writes -------------------------------------------------------------------
     @needs_device

@@ -2,10 +2,13 @@
 
 Four arrays, a random limit of one to four arrays' worth of device memory (plus a few odd
 bytes), and random kernel launches, host writes and reads, device reads, free_device calls,
-new device-born arrays and limit changes. After every step: every copy marked current holds
-what the model says (no stale read, no lost write), the usage is at most the limit (and never
-went above it within the step), it is exactly the device buffers the arrays hold, and every
-spill was of an array whose only current copy was on the device.
+new device-born arrays, limit changes, and the old API's writes through a device array handed
+out by ``get('gpu')`` (kept or dropped by the caller, under memory pressure, declared with
+``mark_changed('gpu')``). After every step: every copy marked current holds what the model says
+(no stale read, no lost write), the usage is at most the limit (and never went above it within
+the step), it is exactly the device buffers the arrays hold, and every spill was of an array
+whose only current copy was on the device, or whose device copy was handed out and possibly
+written since its last state change.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class BudgetMachine(RuleBasedStateMachine):
             np.array(data.draw(st.lists(value, min_size=N, max_size=N))) for _ in range(K)
         ]
         self.arrays = [sa.SmartArray(m.copy(), label=f"x{k}") for k, m in enumerate(self.model)]
+        self.handed_out: set[str] = set()  # labels handed out by get('gpu') since a change
 
     def set_limit_to(self, slots: int, odd: int) -> None:
         self.slots = slots
@@ -58,14 +62,23 @@ class BudgetMachine(RuleBasedStateMachine):
             result = action()
         for record in t.records:
             if record.spill:
-                assert before[record.array] == "gpu", (record, before)
+                assert before[record.array] == "gpu" or record.array in self.handed_out, (
+                    record,
+                    before,
+                )
         return result, t
+
+    def changed(self, *indices: int) -> None:
+        """The arrays at ``indices`` had a state change: their hand-outs are declared."""
+        for i in indices:
+            self.handed_out.discard(self.arrays[i].label)
 
     @rule(i=which, v=value)
     def kernel_adds(self, i: int, v: float) -> None:
         _, t = self.step(lambda: add_scalar[1, N](self.arrays[i], v))
         assert t.h2d_count <= 1
         self.model[i] += v
+        self.changed(i)
 
     @rule(i=which, j=which)
     def kernel_copies(self, i: int, j: int) -> None:
@@ -80,12 +93,14 @@ class BudgetMachine(RuleBasedStateMachine):
             return
         self.step(lambda: copy_into[1, N](sa.Out(dst), sa.In(src)))
         self.model[j] = self.model[i].copy()
+        self.changed(j)
 
     @rule(i=which, k=st.integers(0, N - 1), v=value)
     def host_writes(self, i: int, k: int, v: float) -> None:
         _, t = self.step(lambda: self.arrays[i].__setitem__(k, v))
         assert t.spill_count == 0 and t.h2d_count == 0
         self.model[i][k] = v
+        self.changed(i)
 
     @rule(i=which)
     def host_reads(self, i: int) -> None:
@@ -96,16 +111,42 @@ class BudgetMachine(RuleBasedStateMachine):
     @rule(i=which)
     def device_reads(self, i: int) -> None:
         device, _ = self.step(lambda: self.arrays[i].get("gpu"))
+        self.handed_out.add(self.arrays[i].label)
         np.testing.assert_array_equal(device.copy_to_host(), self.model[i])
+
+    @rule(i=which, j=which, v=value, keep=st.booleans())
+    def writes_through_get_gpu(self, i: int, j: int, v: float, keep: bool) -> None:
+        """The old API: ``d = a.get('gpu')``, a kernel writes ``d``, another array is made
+        current on the device (which may evict ``a``'s copy), then ``mark_changed('gpu')``.
+        With the caller holding ``d``, ``a``'s copy cannot be evicted (a MemoryError names it
+        when nothing else can make room); without, it is spilled, never dropped."""
+        a = self.arrays[i]
+        device, _ = self.step(lambda: a.get("gpu"))
+        self.handed_out.add(a.label)
+        add_scalar[1, N](device, v)  # a raw device array: smartarray sees nothing
+        self.model[i] += v
+        if not keep:
+            del device
+            gc.collect()
+        if j != i:
+            try:
+                self.step(self.arrays[j].to_gpu)
+            except MemoryError as error:
+                assert keep and self.slots < 2, error
+                assert "handed out by get('gpu')" in str(error)
+        self.step(lambda: a.mark_changed("gpu"))
+        self.changed(i)
 
     @rule(i=which)
     def frees_device(self, i: int) -> None:
         _, t = self.step(self.arrays[i].free_device)
         assert t.spill_count == 0 and self.arrays[i]._alloc.device is None
+        self.changed(i)
 
     @rule(i=which, v=value)
     def replaces_with_a_device_born_array(self, i: int, v: float) -> None:
         new, _ = self.step(lambda: sa.full(N, v, where="gpu"))
+        self.handed_out.discard(self.arrays[i].label)
         self.arrays[i] = new  # the old one dies: its device memory is uncharged
         self.model[i] = np.full(N, v)
 

@@ -251,9 +251,15 @@ def _fill_kernel() -> Any:
 
 
 def device_view(
-    base: Any, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype
+    base: Any,
+    offset: int,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    dtype: np.dtype,
+    new: bool = False,
 ) -> Any:
-    """A device array viewing ``base``'s memory: element 0 at byte ``offset``, given strides.
+    """A device array viewing ``base``'s memory: element 0 at byte ``offset``, given strides
+    (``base`` itself for all of it, as it is laid out, unless ``new`` asks for a new object).
 
     Raises
     ------
@@ -261,7 +267,8 @@ def device_view(
         For negative strides, which Numba device arrays cannot represent.
     """
     if (
-        offset == 0
+        not new
+        and offset == 0
         and tuple(shape) == tuple(base.shape)
         and tuple(strides) == tuple(base.strides)
         and dtype == base.dtype

@@ -34,6 +34,7 @@ import _thread
 import enum
 import itertools
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -136,6 +137,15 @@ class Allocation:
         # True once the host buffer was handed out raw (get('host'), a DLPack host export)
         # and registered with smartarray._core.adoption, which then refuses to adopt it.
         self.host_handed_out = False
+        # From a raw hand-out of the device copy (get('gpu')) until the next state change,
+        # the caller may be writing it and has not said so yet (mark_changed('gpu')): the
+        # handed-out device array (weakly: pinned while the caller holds it) and whether the
+        # copy counts as possibly written. Eviction never drops such a copy: it is kept while
+        # the caller holds it (dropping it would free nothing), else spilled (see
+        # evict_device), after which mark_changed('gpu') finds the writes on the host.
+        self._handed_out: weakref.ref[Any] | None = None
+        self._possibly_written = False
+        self._spilled_hand_out = False
         if host_memory == "mapped":
             if self.host is None:
                 self.host = _host_buffers.host_empty(shape, dtype, order, "mapped")
@@ -229,6 +239,7 @@ class Allocation:
             self.wait_host()
             if not _same_bytes(self.host, snapshot):
                 self.state = State.HOST  # written through an export: the device copy is stale
+                self._end_hand_out()
             elif self.host_exports:
                 return  # still equal, and exports that may write are alive: keep watching
         elif self._launch is not None:
@@ -343,6 +354,10 @@ class Allocation:
         with self.lock:
             self._launch = None
             self._host_snapshot = None  # (the declared side is the current one)
+            spilled = self._spilled_hand_out and where == "gpu"
+            self._end_hand_out()  # (what the caller wrote is declared now)
+            if spilled and self.state is State.HOST:
+                return  # spilled after the hand-out: the host copy holds what was written
             if where == "host":
                 if self.state is State.DEVICE:
                     # Writes to a stale host copy would be lost (or mixed with stale bytes).
@@ -365,6 +380,7 @@ class Allocation:
         """Return the host buffer, current unless the caller overwrites all of it."""
         with self.lock:
             self._launch = None
+            self._end_hand_out()
             if overwrite_all and self.state is State.DEVICE:
                 host = self._host_buffer()
                 self.wait_host()
@@ -407,6 +423,7 @@ class Allocation:
             if self.host_memory != "mapped":
                 self.state = State.DEVICE
             self._launch = None
+            self._end_hand_out()
             self._note_device_work(stream)
 
     def device_read(self, stream: Any = None) -> None:
@@ -443,6 +460,38 @@ class Allocation:
                 return
             self._device_owned = True
         _memory.charge(self)
+
+    def hand_out_device(
+        self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype
+    ) -> Any:
+        """A new device array over part of the (current) device copy, handed out raw
+        (``get('gpu')``): until the next state change the caller may write it, and declares
+        it with ``mark_changed('gpu')`` afterwards. Eviction never drops it as clean: it keeps
+        it while the caller holds the array (dropping it would free nothing), and spills it
+        otherwise."""
+        with self.lock:
+            if not self._device_owned:  # (the caller's own device memory: never evicted)
+                return self.device_view(offset, shape, strides, dtype)
+            # A new object, cached nowhere: the caller's alone, so the weak reference tells
+            # whether the caller still holds it.
+            handle = _backend.device_view(self.device, offset, shape, strides, dtype, new=True)
+            self._handed_out = weakref.ref(handle)
+            self._possibly_written = True
+            self._spilled_hand_out = False
+            return handle
+
+    @property
+    def device_handed_out(self) -> bool:
+        """True while a device copy handed out by ``get('gpu')`` may still be written through
+        the caller's handle, which is alive (so eviction keeps it)."""
+        handed_out = self._handed_out
+        return handed_out is not None and handed_out() is not None
+
+    def _end_hand_out(self) -> None:
+        """A state change: what was written through a handed-out device copy is declared."""
+        self._handed_out = None
+        self._possibly_written = False
+        self._spilled_hand_out = False
 
     def device_exported(self) -> None:
         """The device buffer's address was handed to another library: never free it first."""
@@ -489,7 +538,8 @@ class Allocation:
 
     def eviction_cost(self) -> int | None:
         """Bytes a spill of the device copy would download (0 for a clean copy), or None if
-        the device copy cannot be evicted (none, exported, adopted, mapped, in a launch).
+        the device copy cannot be evicted (none, exported, adopted, mapped, in a launch, or
+        handed out by ``get('gpu')`` and possibly written since).
 
         Read without the lock: a hint for choosing what to evict, checked again by
         :meth:`evict_device`.
@@ -500,9 +550,15 @@ class Allocation:
             or self._exported_device is not None
             or self.host_memory == "mapped"
             or self._launch is not None
+            or self.device_handed_out
         ):
             return None
-        return self.nbytes if self.state is State.DEVICE else 0
+        return self.nbytes if self._dirty() else 0
+
+    def _dirty(self) -> bool:
+        """True when only the device copy may hold the data: state ``DEVICE``, or a copy
+        handed out by ``get('gpu')`` and possibly written since (state ``BOTH``)."""
+        return self.state is State.DEVICE or (self._possibly_written and self.state is State.BOTH)
 
     def device_busy(self) -> bool:
         """True while asynchronous device work recorded for this allocation is unfinished."""
@@ -519,12 +575,18 @@ class Allocation:
         with self.lock:
             if self.eviction_cost() is None:
                 return 0
-            if self.state is State.DEVICE:
+            if self._possibly_written:
+                # A spill must not overwrite a host write made through an export meanwhile:
+                # one found makes the host copy the current one (and ends the hand-out).
+                self.check_host_exports()
+            spilled_hand_out = self._possibly_written
+            if self._dirty():
                 if not spill:
                     return 0
                 self._download(None, spill=True)
                 self.wait_host()
             self._drop_device()
+            self._spilled_hand_out = spilled_hand_out
             return self.nbytes
 
     # --- internals ------------------------------------------------------------------------
@@ -551,6 +613,8 @@ class Allocation:
         self._default_stream_work = False
         self._launch = None
         self.state = State.HOST
+        self._handed_out = None
+        self._possibly_written = False
         self._host_snapshot = None
         if self._device_owned and self._exported_device is None:
             self._device_owned = False

@@ -53,6 +53,9 @@ class Allocation(Protocol):
     state: Any  # a coherence.State
 
     @property
+    def device_handed_out(self) -> bool: ...
+
+    @property
     def label(self) -> str: ...
 
     def check_host_exports(self) -> None: ...
@@ -498,13 +501,19 @@ def _no_room(
         pinned = {key for pins in list(_BUDGET.launches) for key in pins.states}
         held = [alloc for ref, _ in _BUDGET.entries.values() if (alloc := ref()) is not None]
     in_use = [a for a in held if a.key in pinned or any(a is k for k in keep)]
-    exported = [a for a in held if a.eviction_cost() is None and not any(a is u for u in in_use)]
-    evictable = [a for a in held if not any(a is b for b in in_use + exported)]
+    kept = [a for a in held if a.eviction_cost() is None and not any(a is u for u in in_use)]
+    handed_out = [a for a in kept if a.device_handed_out]
+    exported = [a for a in kept if not a.device_handed_out]
+    evictable = [a for a in held if not any(a is b for b in in_use + kept)]
     parts = [f"{sum(a.nbytes for a in evictable)} bytes evictable"]
     if in_use:
         parts.append(f"in use by this operation: {_describe(in_use)}")
     if exported:
         parts.append(f"exported through __cuda_array_interface__: {_describe(exported)}")
+    if handed_out:
+        parts.append(
+            f"handed out by get('gpu') and not yet declared (mark_changed): {_describe(handed_out)}"
+        )
     held_text = f"SmartArrays hold {used} bytes of device memory ({'; '.join(parts)})"
     if out_of_memory is not None:
         cause = out_of_memory.__cause__ or out_of_memory  # the driver's or manager's error

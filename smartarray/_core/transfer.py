@@ -113,12 +113,18 @@ def count_of(number: int, noun: str) -> str:
     return f"{number} {plural}"
 
 
+class _Refusals(threading.local):
+    """Per thread: how many ``no_transfers()`` blocks it is inside."""
+
+    depth = 0
+
+
 class _Ledger:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.totals = TransferStats()
         self.trackers: list[TransferStats] = []
-        self.forbidden = 0
+        self.refusals = _Refusals()
 
     def record(self, record: TransferRecord) -> None:
         with self.lock:
@@ -127,7 +133,7 @@ class _Ledger:
                 tracker._add(record, keep_record=True)
 
     def check_allowed(self, direction: Direction, nbytes: int, label: str) -> None:
-        if self.forbidden:
+        if self.refusals.depth:
             raise TransferError(
                 f"a {direction} copy of {nbytes} bytes for {label} was attempted inside "
                 f"smartarray.no_transfers(); the data needed is not valid on that side"
@@ -182,17 +188,22 @@ def track_transfers() -> Iterator[TransferStats]:
 
 @contextmanager
 def no_transfers() -> Iterator[None]:
-    """Raise :class:`TransferError` on any host<->device copy attempted inside the block.
+    """Raise :class:`TransferError` on any host<->device copy this thread attempts inside
+    the block.
 
-    The copy is refused before it starts, so data and validity flags are unchanged.
+    The copy is refused before it starts, so data and validity flags are unchanged. The block
+    is the calling thread's: copies made by other threads meanwhile (theirs, or spills their
+    allocations cause) go ahead. Everything smartarray copies for this thread's own work is
+    refused, also for kernel launches and CUDA ufunc calls it makes (their arguments are
+    prepared on this thread, before the launch); work already on a stream is the device's
+    and copies nothing through smartarray.
     """
-    with _LEDGER.lock:
-        _LEDGER.forbidden += 1
+    refusals = _LEDGER.refusals
+    refusals.depth += 1
     try:
         yield
     finally:
-        with _LEDGER.lock:
-            _LEDGER.forbidden -= 1
+        refusals.depth -= 1
 
 
 def host_to_device(host: np.ndarray, device: Any, *, label: str, stream: Any = None) -> None:

@@ -114,7 +114,7 @@ def _from_smartarray(
         base,
     )
     if where == "gpu":
-        array.get("gpu", stream=stream)
+        array._device_view(stream)  # (made current, not handed out)
 
 
 def _from_device(

@@ -4,13 +4,14 @@ through the coherence state (reads never stale, writes mark the host copy change
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from .. import _hooks
 from .._array import SmartArray
+from .._core import backend as _backend
 from .._core.coherence import State
 from .._core.layout import _layout_probe
 from . import protocols
@@ -192,5 +193,37 @@ def _assign_flat(array: SmartArray, value: Any) -> None:
     FlatIterator(array)[...] = value
 
 
+def iterate(array: SmartArray) -> Iterator[Any]:
+    """``iter(array)`` for a 1-d SmartArray: numpy's items, each read through the coherence
+    state (a device write made while the loop runs is downloaded before the next item, as
+    with ``a.flat``). The length is fixed when the loop starts, as numpy's is. Without CUDA
+    no device copy can ever exist: numpy's own iterator over the host copy."""
+    if _backend.tier() == "host-only":
+        with array._alloc.lock:
+            return iter(array._host_view(write=False))
+    return _checked_items(array)
+
+
+def _checked_items(array: SmartArray) -> Iterator[Any]:
+    alloc = array._alloc
+    device = _DEVICE
+    host: Any = iterate  # (no view yet: never the cached one)
+    reading: Iterator[Any] = iter(())
+    for index in range(array._shape[0]):
+        if (
+            array._host_ro is not host
+            or alloc.state is device
+            or alloc._host_event is not None
+            or alloc._device_event is not None
+        ):  # made current (one download if it was stale), then read from ``index`` on
+            with alloc.lock:
+                current = array._host_view(write=False)
+            if current is not host:
+                host = current
+                reading = iter(current[index:])
+        yield next(reading)
+
+
 _hooks.flat = FlatIterator
+_hooks.iterate = iterate
 _hooks.assign_flat = _assign_flat

@@ -41,10 +41,14 @@ def restore(
     writeable: bool = True,
     host_memory: HostMemory = "pageable",
 ) -> SmartArray:
-    """A new host-only SmartArray holding ``data`` (a contiguous ndarray nobody else holds).
+    """A new host-only SmartArray holding ``data`` (the array a pickle restored).
 
     ``host_memory`` is kept when this process can allocate that kind (pinned and mapped
-    memory need CUDA), else the default kind of this process is used.
+    memory need CUDA), else the default kind of this process is used. ``data`` is used as it
+    is only if it owns its memory (pickle protocols 0-4); otherwise (protocol 5) it is copied:
+    an out-of-band buffer (``pickle.loads(p, buffers=...)``) is the caller's, and may back
+    other arrays (a second load of the same buffers, the pickled array itself), whose writes
+    this array's coherence state would never see.
     """
     if not (data.flags.c_contiguous or data.flags.f_contiguous):  # (never, from reduce)
         data = np.ascontiguousarray(data)
@@ -52,9 +56,10 @@ def restore(
     if host_memory != "pageable" and (_backend.tier() == "host-only" or data.dtype.hasobject):
         host_memory = _backend.default_host_memory(data.dtype)
     if host_memory == "pageable":
-        # A read-only buffer (an in-band pickle protocol 5 bytes object) is copied: the
-        # array owns writable memory, read-only or not.
-        host = data if data.flags.writeable else data.copy(order=layout)
+        # The array owns writable memory, read-only or not, and nobody else's (an empty one
+        # shares no bytes, and keeps numpy's strides).
+        owned = (data.flags.owndata or data.size == 0) and data.flags.writeable
+        host = data if owned else data.copy(order=layout)
     else:
         host = _host_buffers.host_empty(data.shape, data.dtype, layout, host_memory)
         host[...] = data

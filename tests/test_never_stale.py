@@ -1,0 +1,238 @@
+"""Regressions of issue 24 in the core: a device copy handed out by ``get('gpu')`` under memory
+pressure, iteration during device writes, out-of-band pickles, and ``no_transfers()`` with
+threads. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from helpers import add_scalar, counts
+from numba import cuda
+
+import smartarray as sa
+
+N = 64
+NBYTES = N * 8
+DEVICE = sa.tier() != "host-only"
+device = pytest.mark.device
+
+
+@cuda.jit
+def _fill(a, v):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] = v
+
+
+@pytest.fixture
+def room_for(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A device memory limit of ``request.param`` arrays of N float64 (beyond what is held)."""
+    gc.collect()
+    sa.set_device_memory_limit(sa.device_memory_usage() + request.param * NBYTES)
+    try:
+        yield
+    finally:
+        sa.set_device_memory_limit(None)
+
+
+# --- item 1: a device copy handed out by get('gpu') is never dropped as clean ---------------
+
+
+@device
+@pytest.mark.parametrize("room_for", [2], indirect=True)
+def test_the_issue_reproduction_loses_nothing(room_for: None) -> None:
+    """``b.get('gpu')`` written by a kernel, two more arrays made current under a limit of two
+    arrays, then ``mark_changed('gpu')``: before, b's copy was dropped as clean and the
+    declaration raised (data lost)."""
+    b = sa.SmartArray(np.full(N, -1.0), label="b")
+    db = b.get("gpu")
+    _fill[1, N](db, 7.0)
+    for label in ("c", "d"):
+        sa.SmartArray(np.ones(N), label=label).to_gpu()
+    b.mark_changed("gpu")
+    np.testing.assert_array_equal(np.asarray(b), np.full(N, 7.0))
+    del db
+
+
+@device
+@pytest.mark.parametrize("room_for", [1], indirect=True)
+def test_a_handed_out_copy_the_caller_holds_is_kept(room_for: None) -> None:
+    """While the caller holds the device array, evicting it would free nothing: it is kept,
+    and a request that needs its room fails naming it, with nothing lost."""
+    b = sa.SmartArray(np.full(N, -1.0), label="b")
+    db = b.get("gpu")
+    c = sa.SmartArray(np.ones(N), label="c")
+    with pytest.raises(MemoryError, match=r"handed out by get\('gpu'\).*b \(512 bytes\)"):
+        c.to_gpu()
+    assert c.location == "host"
+    _fill[1, N](db, 7.0)  # written after the refused eviction: still b's device copy
+    b.mark_changed("gpu")
+    assert b.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(b), np.full(N, 7.0))
+
+
+@device
+@pytest.mark.parametrize("room_for", [1], indirect=True)
+def test_a_handed_out_copy_the_caller_dropped_is_spilled_not_dropped(room_for: None) -> None:
+    """The old API's usual form, ``kernel(b.get('gpu'))`` then ``b.mark_changed('gpu')``: if
+    b's copy must go in between, it is spilled (one download), and the declaration finds the
+    written data on the host."""
+    b = sa.SmartArray(np.full(N, -1.0), label="b")
+    _fill[1, N](b.get("gpu"), 5.0)
+    gc.collect()
+    with sa.track_transfers() as t:
+        sa.SmartArray(np.ones(N), label="c").to_gpu()  # needs b's room
+    assert (t.spill_count, t.d2h_count, t.h2d_count) == (1, 1, 1)
+    assert t.records[0].array == "b" and t.records[0].spill
+    with sa.track_transfers() as t:
+        b.mark_changed("gpu")
+        np.testing.assert_array_equal(np.asarray(b), np.full(N, 5.0))
+    assert counts(t) == (0, 0) and b.location == "host"
+
+
+@device
+@pytest.mark.parametrize("room_for", [1], indirect=True)
+def test_after_the_declaration_the_copy_is_evicted_as_usual(room_for: None) -> None:
+    b = sa.SmartArray(np.full(N, -1.0), label="b")
+    db = b.get("gpu")
+    _fill[1, N](db, 3.0)
+    b.mark_changed("gpu")  # the next state change: the hand-out is declared
+    with sa.track_transfers() as t:
+        sa.SmartArray(np.ones(N), label="c").to_gpu()  # b is dirty: spilled
+    assert (t.spill_count, t.h2d_count) == (1, 1)
+    np.testing.assert_array_equal(np.asarray(b), np.full(N, 3.0))
+    # A host write is a state change too: a clean copy handed out before it is dropped.
+    e = sa.SmartArray(np.zeros(N), label="e")
+    de = e.get("gpu")  # (evicts c, clean)
+    e[0] = 1.0
+    with sa.track_transfers() as t:
+        sa.SmartArray(np.ones(N), label="f").to_gpu()
+    assert (t.spill_count, t.d2h_count) == (0, 0)
+    assert e._alloc.device is None
+    del de
+
+
+@device
+@pytest.mark.parametrize("room_for", [1], indirect=True)
+def test_read_only_arrays_and_adopted_device_arrays_are_not_held(room_for: None) -> None:
+    """A read-only array's device copy cannot be declared written (its hand-out is not
+    tracked), and an adopted device array is never evicted anyway (and is returned as is)."""
+    memory = np.zeros(N)
+    memory.flags.writeable = False
+    ro = sa.SmartArray(memory, copy=False, label="ro")  # a read-only SmartArray
+    handle = ro.get("gpu")
+    with sa.track_transfers() as t:
+        sa.SmartArray(np.ones(N), label="c").to_gpu()  # ro's clean copy goes
+    assert t.spill_count == 0 and ro._alloc.device is None
+    del handle
+    adopted = cuda.to_device(np.zeros(N))
+    a = sa.SmartArray(adopted, copy=False)
+    assert a.get("gpu") is adopted
+
+
+# --- item 5: iteration reads every item through the coherence state --------------------------
+
+
+@device
+def test_iteration_sees_a_kernel_launched_inside_the_loop() -> None:
+    a = sa.SmartArray(np.zeros(4))
+    a.to_gpu()
+    seen = []
+    with sa.track_transfers() as t:
+        for i, item in enumerate(a):
+            seen.append(float(item))
+            if i == 1:
+                add_scalar[1, 4](a, 7.0)
+    assert seen == [0.0, 0.0, 7.0, 7.0]
+    assert counts(t) == (0, 1)  # the write found before the third item: one download
+
+
+@device
+def test_iteration_of_a_view_and_an_empty_array() -> None:
+    base = sa.SmartArray(np.arange(8.0))
+    add_scalar[1, 8](base, 1.0)  # only the device copy current
+    with sa.track_transfers() as t:
+        assert [float(x) for x in base[1::3]] == [2.0, 5.0, 8.0]
+    assert counts(t) == (0, 1)
+    assert list(sa.SmartArray(np.zeros(0))) == []
+
+
+def test_iteration_gives_numpys_items() -> None:
+    data = np.array([(1, 2.0), (3, 4.0)], dtype=[("i", "i4"), ("f", "f8")])
+    for values in (np.arange(5.0), np.arange(3, dtype=np.int16), data):
+        a = sa.SmartArray(values)
+        items, expected = list(a), list(values)
+        assert [type(x) for x in items] == [type(x) for x in expected]
+        assert [x.tolist() for x in items] == [x.tolist() for x in expected]
+    rows = list(sa.SmartArray(np.arange(6.0).reshape(2, 3)))
+    assert all(isinstance(row, sa.SmartArray) for row in rows)
+    with pytest.raises(TypeError, match="0-d"):
+        iter(sa.SmartArray(np.float64(1.0)))
+
+
+# --- item 6: out-of-band pickles never share the caller's buffer -----------------------------
+
+
+def test_out_of_band_pickles_loaded_twice_are_independent() -> None:
+    a = sa.SmartArray(np.arange(4.0), label="a")
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(a, protocol=5, buffer_callback=buffers.append)
+    assert buffers  # (the data went out of band)
+    x = pickle.loads(data, buffers=buffers)
+    y = pickle.loads(data, buffers=buffers)
+    x[0] = 42.0
+    assert y[0] == 0.0 and a[0] == 0.0 and np.asarray(buffers[0].raw()).view(np.float64)[0] == 0
+    assert x.label == y.label == "a"
+    if DEVICE:  # each has its own coherence state: y's device copy is y's data
+        y.to_gpu()
+        x[1] = 7.0
+        np.testing.assert_array_equal(y.get("gpu").copy_to_host(), np.arange(4.0))
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_in_band_pickles_still_round_trip(protocol: int) -> None:
+    a = sa.SmartArray(np.arange(6.0).reshape(2, 3), label="p")
+    restored = pickle.loads(pickle.dumps(a, protocol=protocol))
+    np.testing.assert_array_equal(np.asarray(restored), np.arange(6.0).reshape(2, 3))
+    restored[0, 0] = 9.0
+    assert a[0, 0] == 0.0
+
+
+# --- item 9: no_transfers() is the calling thread's ------------------------------------------
+
+
+@device
+def test_no_transfers_in_one_thread_does_not_refuse_another_threads_copies() -> None:
+    a = sa.SmartArray(np.zeros(N), label="a")
+    add_scalar[1, N](a, 1.0)  # only the device copy current
+    b = sa.SmartArray(np.zeros(N), label="b")
+    add_scalar[1, N](b, 2.0)
+    inside, done = threading.Event(), threading.Event()
+    refused: list[BaseException] = []
+
+    def refuse() -> None:
+        with sa.no_transfers():
+            inside.set()
+            try:
+                np.asarray(b)  # this thread's copy: refused
+            except sa.TransferError as error:
+                refused.append(error)
+            done.wait(timeout=60)
+
+    other = threading.Thread(target=refuse)
+    other.start()
+    try:
+        assert inside.wait(timeout=60)
+        with sa.track_transfers() as t:
+            np.testing.assert_array_equal(np.asarray(a), np.ones(N))  # copied: not refused
+    finally:
+        done.set()
+        other.join()
+    assert counts(t) == (0, 1)
+    assert len(refused) == 1 and "no_transfers" in str(refused[0])
+    assert b.location == "gpu"  # refused before the copy: flags unchanged
