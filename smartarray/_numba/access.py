@@ -841,6 +841,8 @@ class _Analysis:
         elif isinstance(stmt, ir.Return):
             returned = self._of(stmt.value)
             self.returns |= returned
+            if self._is_address(stmt.value):
+                self._write(returned, "a raw address of its memory returned", loc)
             self._read(stmt.value)
         elif isinstance(stmt, ir.Assign):
             self._assign_effects(stmt.target, stmt.value, loc)
@@ -946,7 +948,10 @@ class _Analysis:
                     if access.writes_at(at):
                         param = access.param_of(at)
                         name = param.name if param is not None else f"argument {at}"
-                        why = f"written by {callee.description} ({name})"
+                        by = f"{callee.description} ({name})"
+                        why = f"written by {by}"
+                        if self._is_address(arg):
+                            why = f"a raw address of its memory passed to {by}, which may write"
                         self._write(self._of(arg), why, loc)
                     if access.reads_at(at):
                         self._read(arg)
