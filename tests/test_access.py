@@ -609,6 +609,18 @@ def test_operator_reads_and_calls_without_out_stay_reads() -> None:
     assert [p.writes for p in analyse(reads).params] == [False, False]
 
 
+def k_sums_a_record_field_named_data(x, out):  # type: ignore[no-untyped-def]
+    s = 0.0
+    for j in range(x.shape[0]):
+        s += x[j].data  # a field of a record, not an address: s stays a number
+    out[0] = s
+
+
+def test_a_number_accumulating_a_field_named_data_is_still_a_number() -> None:
+    x, out = analyse(k_sums_a_record_field_named_data).params
+    assert not x.writes and x.reads and out.writes
+
+
 def test_explain_intents_names_the_write() -> None:
     x = smartarray.SmartArray(np.ones(3))
     y = smartarray.SmartArray(np.ones(3))

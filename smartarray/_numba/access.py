@@ -146,6 +146,9 @@ _OPERATOR_INPLACE = tuple(
 _OPERATOR_CALLS = tuple(f for f in (getattr(operator, "call", None),) if f is not None)
 #: Attributes that give a raw address of an array's memory (``a.ctypes.data``, ``a.data``).
 _ADDRESS_ATTRS = _names("ctypes data _as_parameter_ __array_interface__ __array_struct__")
+#: Those of them from which an integer address is computed (``a.ctypes.data``): a kernel's
+#: ``a.data`` is a record field or, in the simulator, a memoryview (no arithmetic with it).
+_INTEGER_ADDRESS_ATTRS = _names("ctypes __array_interface__")
 #: Numba types of values that may be a raw address of parameter memory.
 _ADDRESS_TYPES = (types.Integer, types.ArrayCTypes, types.RawPointer, types.CPointer)
 #: Expressions that make an alias of their operand without touching its elements.
@@ -433,27 +436,27 @@ def _number_rooted(
     return frozenset(candidates)
 
 
-def _address_sourced(definitions: dict[str, list[Any]]) -> frozenset[str]:
-    """Variables of untyped IR that may hold a raw address: an attribute in
-    ``_ADDRESS_ATTRS`` (``a.ctypes``, ``a.data``) or anything computed from one (a least
-    fixpoint: a copy, an item, arithmetic, a call with such an operand)."""
+def _address_sourced(definitions: dict[str, list[Any]], attrs: frozenset[str]) -> frozenset[str]:
+    """Variables of untyped IR that may hold a raw address: an attribute in ``attrs``
+    (``a.ctypes``, ``a.data``) or anything computed from one (a least fixpoint: a copy, an
+    item, arithmetic, a call with such an operand)."""
     sourced: set[str] = set()
     changed = True
     while changed:
         changed = False
         for name, values in definitions.items():
-            if name not in sourced and any(_from_address(v, sourced) for v in values):
+            if name not in sourced and any(_from_address(v, sourced, attrs) for v in values):
                 sourced.add(name)
                 changed = True
     return frozenset(sourced)
 
 
-def _from_address(value: Any, sourced: set[str]) -> bool:
+def _from_address(value: Any, sourced: set[str], attrs: frozenset[str]) -> bool:
     if isinstance(value, ir.Var):
         return value.name in sourced
     if not isinstance(value, ir.Expr):
         return False
-    if value.op == "getattr" and value.attr in _ADDRESS_ATTRS:
+    if value.op == "getattr" and value.attr in attrs:
         return True
     return any(var.name in sourced for var in value.list_vars())
 
@@ -517,12 +520,13 @@ class _Analysis:
             for stmt in block.body:
                 if isinstance(stmt, ir.Assign):
                     self.definitions.setdefault(stmt.target.name, []).append(stmt.value)
-        if self.typemap is None:
-            self.addresses = _address_sourced(self.definitions)
         numbers = _number_rooted(self.definitions, (int, float, complex), _NO_REPEAT_OPS)
         numbers |= _number_rooted(self.definitions, (float, complex), _ARITHMETIC_OPS)
-        # A number plus an address is an address (s = 0; s += a.ctypes.data): not a number.
-        self.numbers = numbers - self.addresses
+        if self.typemap is None:
+            self.addresses = _address_sourced(self.definitions, _ADDRESS_ATTRS)
+            # A number plus an address is an address (s = 0; s += a.ctypes.data): not a number.
+            numbers -= _address_sourced(self.definitions, _INTEGER_ADDRESS_ATTRS)
+        self.numbers = numbers
         changed = True
         while changed:  # alias sets only grow: a fixpoint is reached
             changed = False
