@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import subprocess
 import sys
@@ -62,6 +63,18 @@ def run_in_threads(worker: Callable[[int], None], count: int) -> None:
     for thread in threads:
         thread.join()
     assert not errors, errors
+
+
+def libc_memset() -> Any:
+    """The C library's ``memset(ptr, value, count)`` as a typed ctypes function (Numba calls
+    it from ``@njit`` code with ``a.ctypes.data``), or None where it cannot be loaded."""
+    try:
+        memset = ctypes.CDLL(None).memset
+    except (OSError, AttributeError, TypeError):  # pragma: no cover - no C library by that name
+        return None
+    memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    memset.restype = ctypes.c_void_p
+    return memset
 
 
 def counts(stats: TransferStats) -> tuple[int, int]:

@@ -5,12 +5,15 @@ The analysis reads Numba IR and runs no kernel, so these tests run in every tier
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
+from operator import setitem
 from typing import Any
 
 import numba
 import numpy as np
 import pytest
+from helpers import libc_memset
 from numba import cuda, njit
 
 import smartarray
@@ -447,3 +450,375 @@ def test_njit_recursion_terminates_and_is_pessimistic() -> None:
     access = _jit_intents.overload_access(nj_recursive, nj_recursive.signatures[0])
     assert access is not None and access.may_write(0)
     assert any("recursive" in reason for reason in access.params[0].reasons)
+
+
+# --- writes through the operator module, a positional ``out``, a raw address (issue 24) ----
+
+_MEMSET = libc_memset()
+needs_memset = pytest.mark.skipif(_MEMSET is None, reason="no C library memset via ctypes")
+
+#: Every in-place function of the operator module, by name and by dunder alias.
+_INPLACE_NAMES = _access._names(
+    "iadd isub imul imatmul itruediv ifloordiv imod ipow ilshift irshift iand ior ixor iconcat"
+)
+
+
+def _kernel_calling(fn: Any, store: bool) -> Callable[..., Any]:
+    """A kernel ``k(x, y)`` that calls ``fn(x[1:], 0, y[0])`` (a store) or ``fn(x[1:], y[0])``
+    (``fn``, a free variable, is resolved as a global would be)."""
+
+    def k_store(x, y):  # type: ignore[no-untyped-def]
+        fn(x[1:], 0, y[0])
+
+    def k_inplace(x, y):  # type: ignore[no-untyped-def]
+        fn(x[1:], y[0])
+
+    return k_store if store else k_inplace
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        *sorted(_INPLACE_NAMES),
+        *(f"__{n}__" for n in sorted(_INPLACE_NAMES)),
+        "setitem",
+        "__setitem__",
+    ],
+)
+def test_operator_functions_that_write_their_first_argument(name: str) -> None:
+    fn = getattr(operator, name)
+    access = analyse(_kernel_calling(fn, store="setitem" in name))
+    assert access.may_write(0) and not access.may_write(1), access
+    assert f"operator.{fn.__name__}()" in access.params[0].reasons[0]
+
+
+def k_operator_setitem(x, y):  # type: ignore[no-untyped-def]
+    operator.setitem(x, 0, y[0])
+
+
+def k_imported_setitem(x, y):  # type: ignore[no-untyped-def]
+    setitem(x[1:], 0, y[0])  # from operator import setitem
+
+
+def k_operator_delitem(x, y):  # type: ignore[no-untyped-def]
+    operator.delitem(x, y[0])
+
+
+def k_operator_iadd_on_a_view(x, y):  # type: ignore[no-untyped-def]
+    v = x.T
+    operator.iadd(v, y)
+
+
+def k_operator_call(x, y):  # type: ignore[no-untyped-def]
+    operator.call(_opaque, x)  # (Python 3.11+) calls _opaque(x)
+    y.sum()
+
+
+def k_operator_reads(x, y):  # type: ignore[no-untyped-def]
+    return operator.getitem(x, 0) + operator.add(y[0], x[1]) + operator.neg(operator.mul(x, 2))
+
+
+def k_positional_out(x, y):  # type: ignore[no-untyped-def]
+    np.clip(y, 0.0, 1.0, x)
+
+
+def k_positional_out_of_a_method(x, y):  # type: ignore[no-untyped-def]
+    y.clip(0.0, 1.0, x[1:])
+
+
+def k_positional_out_of_around(x, y):  # type: ignore[no-untyped-def]
+    np.around(y, 1, x)
+
+
+def k_positional_out_of_outer(x, y):  # type: ignore[no-untyped-def]
+    np.outer(y, y, x)
+
+
+def k_out_through_star_args(x, y):  # type: ignore[no-untyped-def]
+    rest = (0.0, 1.0, x)
+    np.clip(y, *rest)
+
+
+def k_overwrite_input(x, y):  # type: ignore[no-untyped-def]
+    np.median(x, None, None, True)
+    np.percentile(y, 50.0, overwrite_input=False)
+
+
+@cuda.jit(device=True)
+def _store_second(a, b):  # type: ignore[no-untyped-def]
+    b[0] = a[0]
+
+
+def k_star_args_to_a_device_function(x, y):  # type: ignore[no-untyped-def]
+    _store_second(*(y, x))
+
+
+def k_address_passed_to_c(x, y):  # type: ignore[no-untyped-def]
+    _MEMSET(x.ctypes.data, 0, 8)
+    y.sum()
+
+
+def k_address_accumulated(x, y):  # type: ignore[no-untyped-def]
+    p = 0
+    p += x.ctypes.data  # a number plus an address: an address, not a number
+    _MEMSET(p + 8, 0, 8)
+    s = 0.0
+    s += y[0]
+
+
+def k_buffer_passed_on(x, y):  # type: ignore[no-untyped-def]
+    _opaque(x.data)
+    y.sum()
+
+
+WRITES_X_ISSUE_24 = [
+    k_operator_setitem,
+    k_imported_setitem,
+    k_operator_delitem,
+    k_operator_iadd_on_a_view,
+    k_positional_out,
+    k_positional_out_of_a_method,
+    k_positional_out_of_around,
+    k_positional_out_of_outer,
+    k_out_through_star_args,
+    k_overwrite_input,
+    k_star_args_to_a_device_function,
+    k_address_passed_to_c,
+    k_address_accumulated,
+    k_buffer_passed_on,
+]
+if hasattr(operator, "call"):
+    WRITES_X_ISSUE_24.append(k_operator_call)
+
+
+@pytest.mark.parametrize("kernel", WRITES_X_ISSUE_24, ids=lambda f: f.__name__)
+def test_writes_through_operators_outputs_and_addresses_are_seen(kernel: Any) -> None:
+    test_writes_through_every_alias_kind_are_seen(kernel)
+
+
+def test_operator_reads_and_calls_without_out_stay_reads() -> None:
+    assert [p.writes for p in analyse(k_operator_reads).params] == [False, False]
+
+    def reads(x, y):  # type: ignore[no-untyped-def]
+        np.clip(x, 0.0, 1.0)
+        np.clip(x, 0.0, 1.0, None)
+        x.clip(0.0, 1.0, out=None)
+        np.median(y, None, None, False)
+        return np.sum(x, 0) + np.around(y, 2) + np.outer(x, y) + x.sum(0) + y.round(1)
+
+    assert [p.writes for p in analyse(reads).params] == [False, False]
+
+
+def k_sums_a_record_field_named_data(x, out):  # type: ignore[no-untyped-def]
+    s = 0.0
+    for j in range(x.shape[0]):
+        s += x[j].data  # a field of a record, not an address: s stays a number
+    out[0] = s
+
+
+def test_a_number_accumulating_a_field_named_data_is_still_a_number() -> None:
+    x, out = analyse(k_sums_a_record_field_named_data).params
+    assert not x.writes and x.reads and out.writes
+
+
+def test_explain_intents_names_the_write() -> None:
+    x = smartarray.SmartArray(np.ones(3))
+    y = smartarray.SmartArray(np.ones(3))
+    cases = {
+        k_operator_setitem: "a store through operator.setitem()",
+        k_operator_iadd_on_a_view: "an in-place operator (operator.iadd())",
+        k_positional_out: "out of np.clip() (argument 4, by position)",
+        k_positional_out_of_a_method: "out of .clip() (argument 3, by position)",
+        k_overwrite_input: "overwrite_input of np.median()",
+        k_address_passed_to_c: "a raw address of its memory passed to",
+    }
+    for kernel, why in cases.items():
+        report = smartarray.explain_intents(kernel, x, y)
+        assert report.intents() == ("InOut", "In"), report
+        assert why in report.arguments[0].reasons[0], report
+
+
+def _signature_positions(func: Any, name: str, skip: int = 0) -> int | None:
+    """The position of parameter ``name`` among the positional parameters of ``func`` (after
+    ``skip`` leading ones: ``self``), None when it has none by that name."""
+    import inspect
+
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = [p.name for p in inspect.signature(func).parameters.values() if p.kind in kinds]
+    params = params[skip:]
+    return params.index(name) if name in params else None
+
+
+def test_out_positions_match_numpy_signatures() -> None:
+    # Every NumPy function and ndarray method the analysis lists as read-only, against the
+    # installed numpy: a positional ``out`` (or ``overwrite_input``) the table lacks would be
+    # a missed write.
+    checked = 0
+    for name in sorted(_access._NUMPY_PURE):
+        func = getattr(np, name)
+        if isinstance(func, np.ufunc):
+            continue  # ufuncs: every positional argument after the inputs is an output
+        assert _access._NUMPY_OUT_POSITION.get(name) == _signature_positions(func, "out"), name
+        overwrite = _signature_positions(func, "overwrite_input")
+        assert _access._NUMPY_OVERWRITE_POSITION.get(name) == overwrite, name
+        checked += 1
+    for name in sorted(_access._NUMPY_LINALG_PURE):
+        assert _signature_positions(getattr(np.linalg, name), "out") is None, name
+    for name in sorted(_access._READONLY_METHODS):
+        method = getattr(np.ndarray, name, None)
+        if not callable(method):
+            assert name in ("count", "index", "real", "imag"), name  # tuple methods, attributes
+            continue
+        position = _signature_positions(method, "out", skip=1)
+        assert _access._METHOD_OUT_POSITION.get(name) == position, name
+        checked += 1
+    assert checked > 80
+
+
+# --- @njit (typed IR): the same writes, decided per compiled overload -----------------------
+
+
+@njit
+def nj_operator_setitem(x, y):  # type: ignore[no-untyped-def]
+    operator.setitem(x, 0, y[0])
+
+
+@njit
+def nj_operator_iadd(x, y):  # type: ignore[no-untyped-def]
+    operator.iadd(x, y[0])
+
+
+@njit
+def nj_operator_dunder_isub(x, y):  # type: ignore[no-untyped-def]
+    operator.__isub__(x[1:], y[0])
+
+
+@njit
+def nj_clip_out(x, y):  # type: ignore[no-untyped-def]
+    np.clip(y, 0.0, 1.0, x)
+
+
+@njit
+def nj_around_out(x, y):  # type: ignore[no-untyped-def]
+    np.around(y, 1, x)
+
+
+@njit
+def nj_method_clip_out(x, y):  # type: ignore[no-untyped-def]
+    y.clip(0.0, 1.0, x)
+
+
+@njit
+def nj_outer_out(x, y):  # type: ignore[no-untyped-def]
+    np.outer(y[:1], y[:3], x.reshape(1, 3))
+
+
+@njit
+def nj_memset(x, y):  # type: ignore[no-untyped-def]
+    _MEMSET(x.ctypes.data, 0, x.nbytes)
+    return y[0]
+
+
+@njit
+def nj_memset_ctypes(x, y):  # type: ignore[no-untyped-def]
+    _MEMSET(x.ctypes, 0, x.nbytes)
+    return y[0]
+
+
+@njit
+def _memset_at(address, count):  # type: ignore[no-untyped-def]
+    _MEMSET(address, 0, count)
+
+
+@njit
+def nj_address_to_a_jit_function(x, y):  # type: ignore[no-untyped-def]
+    _memset_at(x.ctypes.data + 8, 8)
+    return y[0]
+
+
+@njit
+def _memset_second(pair):  # type: ignore[no-untyped-def]
+    _MEMSET(pair[1], 0, 8)
+    return pair[0][0]
+
+
+@njit
+def nj_address_in_a_tuple(x, y):  # type: ignore[no-untyped-def]
+    return _memset_second((y, x.ctypes.data))
+
+
+@njit
+def nj_address_stored(x, y):  # type: ignore[no-untyped-def]
+    y[0] = x.ctypes.data  # (y holds integers)
+
+
+@njit
+def nj_address_returned(x, y):  # type: ignore[no-untyped-def]
+    return x.ctypes.data + y.size
+
+
+@njit
+def _writes_second(a, b):  # type: ignore[no-untyped-def]
+    b[0] = a[0]
+
+
+@njit
+def nj_star_args(x, y):  # type: ignore[no-untyped-def]
+    _writes_second(*(y, x))
+
+
+NJ_WRITES_X = [
+    nj_operator_setitem,
+    nj_operator_iadd,
+    nj_operator_dunder_isub,
+    nj_clip_out,
+    nj_around_out,
+    nj_method_clip_out,
+    nj_outer_out,
+    nj_star_args,
+]
+NJ_ADDRESS_ESCAPES = [
+    nj_memset,
+    nj_memset_ctypes,
+    nj_address_to_a_jit_function,
+    nj_address_in_a_tuple,
+    nj_address_stored,
+    nj_address_returned,
+]
+
+
+@pytest.mark.parametrize("function", NJ_WRITES_X, ids=lambda f: f.__name__)
+def test_njit_writes_through_operators_and_positional_outputs(function: Any) -> None:
+    x, y = smartarray.SmartArray(np.zeros(3)), smartarray.SmartArray(np.full(3, 0.25))
+    access = _compiled_access(function, x, y)
+    assert access.may_write(0) and not access.may_write(1), access
+    assert smartarray.explain_intents(function, x, y).intents() == ("InOut", "In")
+
+
+@needs_memset
+@pytest.mark.parametrize("function", NJ_ADDRESS_ESCAPES, ids=lambda f: f.__name__)
+def test_njit_raw_addresses_escaping_count_as_writes(function: Any) -> None:
+    x = smartarray.SmartArray(np.ones(3))
+    dtype = np.uintp if function is nj_address_stored else np.float64
+    y = smartarray.SmartArray(np.zeros(3, dtype=dtype))
+    access = _compiled_access(function, x, y)
+    assert access.may_write(0), access
+    assert function is nj_address_stored or not access.may_write(1), access  # precision
+    report = smartarray.explain_intents(function, x, y)
+    assert report.intents()[0] == "InOut"
+    assert "a raw address of its memory" in report.arguments[0].reasons[0], report
+
+
+@njit
+def nj_reads_through_operators_and_addresses(x, y, n):  # type: ignore[no-untyped-def]
+    total = operator.getitem(x, 0) + operator.add(y, 1.0)[0] + np.clip(x, 0.0, 1.0).sum()
+    total += x.clip(0.0, 1.0).sum() + np.around(y, 1).sum() + np.outer(x, y).sum()
+    address = x.ctypes.data  # taken, compared, never handed out
+    k = n + x.shape[0] + int(y[0])
+    return total + k + (address == 0)
+
+
+def test_njit_reads_stay_reads() -> None:
+    x, y = smartarray.SmartArray(np.ones(3)), smartarray.SmartArray(np.ones(3))
+    access = _compiled_access(nj_reads_through_operators_and_addresses, x, y, 2)
+    assert not access.may_write(0) and not access.may_write(1), access

@@ -7,13 +7,22 @@ simulator runs numba-cuda's real launch path and, with the test shim of
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
 import numba
 import numpy as np
 import pytest
-from helpers import build_gufunc, counts, gufunc_assign, gufunc_multiply, inc, numba_ufunc_support
+from helpers import (
+    build_gufunc,
+    counts,
+    gufunc_assign,
+    gufunc_multiply,
+    inc,
+    libc_memset,
+    numba_ufunc_support,
+)
 from numba import cuda
 
 import smartarray as sa
@@ -22,7 +31,6 @@ from smartarray._cuda import launch as _launch_intents
 pytestmark = pytest.mark.device
 
 N = 16
-
 
 
 @cuda.jit
@@ -195,9 +203,7 @@ def test_same_array_read_and_written_through_an_intent() -> None:
     x = sa.SmartArray(np.arange(N, dtype=np.float64))
     copy_shifted[1, N](x, sa.InOut(x))  # bare x (read-only param), allocation written
     assert x.location == "gpu"
-    assert _launch_intents.readonly_allocations((False, True), True, (x, sa.InOut(x))) == (
-        []
-    )
+    assert _launch_intents.readonly_allocations((False, True), True, (x, sa.InOut(x))) == ([])
 
 
 def test_plans_for_tuples_and_bare_arrays() -> None:
@@ -414,3 +420,161 @@ def test_a_reduction_kernel_only_reads_its_input() -> None:
         assert out[0] == 6.0
     assert (t.h2d_count, t.d2h_count) == (2, 1)  # x and out up once; out down once
 
+
+# --- writes through the operator module, a positional out, a raw address (issue 24) --------
+
+_MEMSET = libc_memset()
+
+
+def _jit_inplace(fn: Any) -> Any:
+    """``@njit f(a, v)`` that calls ``fn(a, v)`` (an in-place function of ``operator``)."""
+
+    @numba.njit
+    def f(a, v):  # type: ignore[no-untyped-def]
+        fn(a, v)
+
+    return f
+
+
+@numba.njit
+def _nj_operator_setitem(a, v):  # type: ignore[no-untyped-def]
+    operator.setitem(a, 1, v)
+
+
+@numba.njit
+def _nj_clip_into(a, v):  # type: ignore[no-untyped-def]
+    np.clip(np.full(a.size, v), 0.0, 2.5, a)
+
+
+@numba.njit
+def _nj_around_into(a, v):  # type: ignore[no-untyped-def]
+    np.around(np.full(a.size, v + 0.04), 1, a)
+
+
+@numba.njit
+def _nj_method_clip_into(a, v):  # type: ignore[no-untyped-def]
+    a.clip(0, v, a)  # a method of the argument itself, into itself
+
+
+@numba.njit
+def _nj_outer_into(a, v):  # type: ignore[no-untyped-def]
+    np.outer(np.full(2, v), np.ones(a.size // 2), a.reshape(2, a.size // 2))
+
+
+@numba.njit
+def _nj_memset(a, v):  # type: ignore[no-untyped-def]
+    _MEMSET(a.ctypes.data, 0, a.nbytes)
+
+
+@numba.njit
+def _nj_memset_ctypes(a, v):  # type: ignore[no-untyped-def]
+    _MEMSET(a.ctypes, 0, a.nbytes)
+
+
+def _expected(name: str, values: np.ndarray, v: Any) -> np.ndarray:
+    out = values.copy()
+    if name == "setitem":
+        out[1] = v
+    elif name == "clip":
+        out[:] = min(v, 2.5)
+    elif name == "method_clip":
+        out[:] = np.clip(values, 0, v)
+    elif name in ("around", "outer"):
+        out[:] = round(v + 0.04, 1) if name == "around" else v
+    elif name.startswith("memset"):
+        out[:] = 0
+    else:
+        getattr(operator, name)(out, v)
+    return out
+
+
+_FLOAT_INPLACE = ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow"]
+_INT_INPLACE = ["ilshift", "irshift", "iand", "ior", "ixor"]
+_WRITERS = [
+    *((name, _jit_inplace(getattr(operator, name)), np.float64) for name in _FLOAT_INPLACE),
+    *((name, _jit_inplace(getattr(operator, name)), np.int64) for name in _INT_INPLACE),
+    ("iadd", _jit_inplace(operator.__iadd__), np.float64),
+    ("setitem", _nj_operator_setitem, np.float64),
+    ("clip", _nj_clip_into, np.float64),
+    ("around", _nj_around_into, np.float64),
+    ("method_clip", _nj_method_clip_into, np.float64),
+    ("outer", _nj_outer_into, np.float64),
+]
+if _MEMSET is not None:
+    _WRITERS += [("memset", _nj_memset, np.float64), ("memset_ctypes", _nj_memset_ctypes, np.int64)]
+
+
+@cuda.jit
+def _copy_as_float(src, dst):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+@pytest.mark.parametrize(
+    "name, writer, dtype", _WRITERS, ids=[f"{w[0]}-{np.dtype(w[2])}" for w in _WRITERS]
+)
+def test_njit_writes_through_operator_out_and_addresses_invalidate(
+    name: str, writer: Any, dtype: Any
+) -> None:
+    # Current on both sides, then written on the host by @njit code: the device copy must go
+    # stale, and a kernel reading the array afterwards must see the host write (one upload).
+    start = np.arange(2, 2 + N).astype(dtype)
+    v = dtype(3)
+    a = sa.SmartArray(start.copy())
+    a.get("gpu")
+    assert a.location == "both"
+    with sa.track_transfers() as t:
+        writer(a, v)
+    assert counts(t) == (0, 0)
+    expected = _expected(name, start, v)
+    assert a.location == "host" and not a.is_valid("gpu")
+    seen = sa.SmartArray(np.zeros(N))
+    with sa.track_transfers() as t:
+        _copy_as_float[1, N](a, sa.Out(seen))
+    assert counts(t) == (1, 0)  # a uploaded (it was written); nothing else moves
+    np.testing.assert_array_equal(np.asarray(seen), expected.astype(np.float64))
+    np.testing.assert_array_equal(np.asarray(a), expected)
+
+
+def test_njit_write_after_a_kernel_write_is_not_lost() -> None:
+    # The device copy is the current one; @njit downloads it, writes the host through
+    # operator.setitem: a kernel reading afterwards must get the host write uploaded.
+    a = sa.SmartArray(np.zeros(N))
+    inc[1, N](a)
+    with sa.track_transfers() as t:
+        _nj_operator_setitem(a, 7.0)
+    assert counts(t) == (0, 1) and a.location == "host"
+    inc[1, N](a)
+    expected = np.full(N, 2.0)
+    expected[1] = 8.0
+    np.testing.assert_array_equal(np.asarray(a), expected)
+
+
+@cuda.jit
+def _kernel_operator_setitem(x, y):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < x.size:
+        operator.setitem(x, i, y[i] * 2.0)
+
+
+@cuda.jit
+def _kernel_clip_into(x, y):  # type: ignore[no-untyped-def]
+    if cuda.grid(1) == 0:
+        np.clip(y, 0.0, 1.0, x)  # (the simulator runs NumPy; a GPU cannot compile this)
+
+
+@pytest.mark.parametrize("kernel", [_kernel_operator_setitem, _kernel_clip_into])
+def test_kernels_writing_through_operator_or_positional_out_are_inout(kernel: Any) -> None:
+    if sa.tier() != "simulator" and kernel is _kernel_clip_into:
+        pytest.skip("np.clip does not compile for a GPU")
+    x = sa.SmartArray(np.full(N, 5.0))
+    y = sa.SmartArray(np.linspace(0.0, 1.5, N))
+    x.get("gpu")
+    assert sa.explain_intents(kernel, x, y).intents() == ("InOut", "In")
+    with sa.track_transfers() as t:
+        kernel[1, N](x, y)
+    assert counts(t) == (1, 0)  # y uploaded; x was current on the device
+    assert x.location == "gpu" and y.location == "both"
+    expected = y.get("host") * 2.0 if kernel is _kernel_operator_setitem else np.clip(y, 0, 1)
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(expected))

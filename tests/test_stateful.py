@@ -6,12 +6,13 @@ and the transfer ledger counted exactly the copies the model says are needed.
 
 from __future__ import annotations
 
+import operator
 import pickle
 import threading
 
 import numpy as np
 import pytest
-from helpers import add_scalar, copy_into, numba_add_ufunc, numba_ufunc_support
+from helpers import add_scalar, copy_into, libc_memset, numba_add_ufunc, numba_ufunc_support
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -42,6 +43,31 @@ def _jit_add(a, v):
 @njit
 def _jit_sum(a):
     return a.sum()
+
+
+# Writes the intent analysis must see (issue 24): through the operator module, a positional
+# ``out`` of a function it otherwise knows as read-only, a raw pointer handed to C.
+_MEMSET = libc_memset()
+
+
+@njit
+def _jit_setitem_through_operator(a, i, v):
+    operator.setitem(a, i, v)
+
+
+@njit
+def _jit_iadd_through_operator(a, v):
+    operator.iadd(a, v)
+
+
+@njit
+def _jit_clip_into(src, a):
+    np.clip(src, -50.0, 50.0, a)
+
+
+@njit
+def _jit_zero_through_pointer(a):
+    _MEMSET(a.ctypes.data, 0, a.nbytes)
 
 
 class CoherenceMachine(RuleBasedStateMachine):
@@ -131,6 +157,34 @@ class CoherenceMachine(RuleBasedStateMachine):
     def njit_writes(self, v: float) -> None:
         self.expect_step(lambda: _jit_add(self.array, v), d2h=self.host_needs())
         self.model += v
+        self.host_written()
+
+    @rule(i=index, v=value)
+    def njit_setitem_through_operator(self, i: int, v: float) -> None:
+        self.expect_step(
+            lambda: _jit_setitem_through_operator(self.array, i, v), d2h=self.host_needs()
+        )
+        self.model[i] = v
+        self.host_written()
+
+    @rule(v=value)
+    def njit_iadd_through_operator(self, v: float) -> None:
+        self.expect_step(lambda: _jit_iadd_through_operator(self.array, v), d2h=self.host_needs())
+        self.model += v
+        self.host_written()
+
+    @rule(v=value)
+    def njit_positional_out(self, v: float) -> None:
+        src = (np.arange(N) - N // 2) * v  # whole numbers (sums stay exact); an ndarray
+        self.expect_step(lambda: _jit_clip_into(src, self.array), d2h=self.host_needs())
+        self.model[:] = np.clip(src, -50.0, 50.0)
+        self.host_written()
+
+    @precondition(lambda self: _MEMSET is not None)
+    @rule()
+    def njit_pointer_to_c(self) -> None:
+        self.expect_step(lambda: _jit_zero_through_pointer(self.array), d2h=self.host_needs())
+        self.model[:] = 0.0
         self.host_written()
 
     # Host fast paths (smartarray._numpy.fastpath): taken when the host copy is ready, the full path

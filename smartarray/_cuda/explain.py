@@ -128,7 +128,8 @@ def _why(access: _access.FunctionAccess, position: int) -> tuple[str, ...]:
     param = access.param_of(position)
     reasons = param.reasons if param is not None else ("more arguments than parameters",)
     index = access.index_of(position)
-    if index is not None and index in access.returns:
+    # (a returned raw address is a reason of its own: "a raw address of its memory returned")
+    if index is not None and index in access.returns and not any("returned" in r for r in reasons):
         reasons = (*reasons, "returned to the caller (a writable view)")
     return reasons
 

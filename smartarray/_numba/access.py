@@ -8,19 +8,26 @@ variable that may, on any path, refer to memory of parameter ``p`` is an *alias*
 reassignment, loop variables, elements, results of calls that may return their arguments).
 A parameter *may be written* when any alias of it is
 
-* the target of a store (``a[i] = v``, ``a.field = v``, ``del a[i]``, ``a += v``),
+* the target of a store (``a[i] = v``, ``a.field = v``, ``del a[i]``, ``a += v``), also
+  through the ``operator`` module (``operator.setitem(a, i, v)``, ``operator.iadd(a, v)``),
 * the first argument of a ``cuda.atomic.*`` function,
 * passed to a device or ``@jit`` function that may write the matching parameter (analysed
-  recursively), to a NumPy ufunc as an output, or to any function or method not known to
-  only read its arguments,
+  recursively), to a NumPy ufunc as an output, as the ``out`` (by keyword or position) of a
+  NumPy function or array method that otherwise only reads, or to any function or method not
+  known to only read its arguments,
 * stored in a list, set, dict or object attribute, captured by an inner function, yielded, or
   returned by the analysed function,
 
-or when the function cannot be analysed at all (its IR cannot be built, it uses
-``numba.objmode``, it recurses, IR the analysis does not know). A parameter *may be read* by
-every use except those that only store into it, take its shape, or derive a view from it.
-Missing a write would serve stale data; missing a read-only parameter only costs a copy, so
-every doubt counts as a write (and as a read).
+or when a raw address of its memory (``a.ctypes``, ``a.ctypes.data``, ``a.data``, and integers
+computed from them) escapes: passed to code the analysis does not know (a ``ctypes``
+function), stored, or returned. In typed IR such an address is an integer: integers derived
+from ``.ctypes`` (and integer parameters, which a caller may pass an address in) are aliases
+too. Every parameter may be written when the function cannot be analysed at all (its IR
+cannot be built, it uses ``numba.objmode``, it recurses, IR the analysis does not know).
+
+A parameter *may be read* by every use except those that only store into it, take its
+shape, or derive a view from it. Missing a write would serve stale data; missing a read-only
+parameter only costs a copy, so every doubt counts as a write (and as a read).
 
 Numba's own ``numba.core.ir_utils.find_potential_aliases`` was considered: it needs a type
 map (kernels in the simulator have none), follows a fixed set of view-making operations (not
@@ -96,7 +103,54 @@ _NUMPY_LINALG_PURE = _names(
 _NUMPY_FRESH = _names(
     "empty zeros ones full empty_like zeros_like ones_like full_like identity eye arange linspace"
 )
+#: Position of ``out`` among the positional parameters of the functions above that take one
+#: (numpy's signatures: ``np.clip(a, a_min, a_max, out)``); tests/test_access.py checks every
+#: function of the tables against the installed numpy.
+_NUMPY_OUT_POSITION = {
+    **dict.fromkeys(
+        _names(
+            """all any amax amin max min argmax argmin nanmax nanmin median around round
+            concatenate stack dot outer"""
+        ),
+        2,
+    ),
+    **dict.fromkeys(
+        _names(
+            """clip sum prod mean std var nansum nanmean nanstd nanvar cumsum cumprod
+            percentile quantile"""
+        ),
+        3,
+    ),
+    "trace": 5,
+}
+#: Position of ``overwrite_input`` (true: the function may reorder its input in place).
+_NUMPY_OVERWRITE_POSITION = {"median": 3, "percentile": 4, "quantile": 4}
+#: Position of ``out`` among the arguments of the read-only array methods (the receiver not
+#: counted: ``a.clip(lo, hi, out)``).
+_METHOD_OUT_POSITION = {
+    **dict.fromkeys(_names("all any argmax argmin dot max min round"), 1),
+    **dict.fromkeys(_names("clip cumprod cumsum mean prod std sum take var"), 2),
+}
 _PURE_MODULES = (math, cmath, operator)
+#: ``operator`` functions that store into their first argument, as ``a[i] = v`` (the dunder
+#: aliases, ``operator.__setitem__``, are the same objects).
+_OPERATOR_STORES = (operator.setitem, operator.delitem)
+#: ``operator`` functions that update their first argument in place, as ``a += v``.
+_OPERATOR_INPLACE = tuple(
+    getattr(operator, name)
+    for name in _names(
+        "iadd isub imul imatmul itruediv ifloordiv imod ipow ilshift irshift iand ior ixor iconcat"
+    )
+)
+#: ``operator`` functions that call another function with the arguments (Python 3.11+).
+_OPERATOR_CALLS = tuple(f for f in (getattr(operator, "call", None),) if f is not None)
+#: Attributes that give a raw address of an array's memory (``a.ctypes.data``, ``a.data``).
+_ADDRESS_ATTRS = _names("ctypes data _as_parameter_ __array_interface__ __array_struct__")
+#: Those of them from which an integer address is computed (``a.ctypes.data``): a kernel's
+#: ``a.data`` is a record field or, in the simulator, a memoryview (no arithmetic with it).
+_INTEGER_ADDRESS_ATTRS = _names("ctypes __array_interface__")
+#: Numba types of values that may be a raw address of parameter memory.
+_ADDRESS_TYPES = (types.Integer, types.ArrayCTypes, types.RawPointer, types.CPointer)
 #: Expressions that make an alias of their operand without touching its elements.
 _DERIVING_OPS = _names(
     "getattr getiter iternext pair_first pair_second exhaust_iter build_tuple cast phi"
@@ -321,11 +375,29 @@ def _holds_container(typ: Any) -> bool:
 
 
 def _type_can_alias(typ: Any) -> bool:
-    """Whether a value of Numba type ``typ`` may refer to array memory."""
+    """Whether a value of Numba type ``typ`` may refer to array memory (integers in a tuple
+    count: one may be a raw address, ``(a.ctypes.data, n)``; a lone integer is handled by
+    :meth:`_Analysis._address_derived`)."""
     if isinstance(typ, types.BaseTuple):
         members = getattr(typ, "types", None)
-        return members is None or any(_type_can_alias(t) for t in members)
+        return members is None or any(
+            isinstance(t, types.Integer) or _type_can_alias(t) for t in members
+        )
     return not isinstance(typ, _SCALAR_TYPES)
+
+
+def _only_addresses(typ: Any) -> bool:
+    """Whether every member of a tuple type may only refer to memory as a raw address (its
+    aliases, if any, are addresses: ``(p, n)``, not ``(a, n)``)."""
+    members = getattr(typ, "types", None)
+    if members is None:
+        return False
+    return all(
+        _only_addresses(t)
+        if isinstance(t, types.BaseTuple)
+        else isinstance(t, _ADDRESS_TYPES) or not _type_can_alias(t)
+        for t in members
+    )
 
 
 # Operators whose result, for a left operand that is a number or a new array made from one,
@@ -364,6 +436,31 @@ def _number_rooted(
     return frozenset(candidates)
 
 
+def _address_sourced(definitions: dict[str, list[Any]], attrs: frozenset[str]) -> frozenset[str]:
+    """Variables of untyped IR that may hold a raw address: an attribute in ``attrs``
+    (``a.ctypes``, ``a.data``) or anything computed from one (a least fixpoint: a copy, an
+    item, arithmetic, a call with such an operand)."""
+    sourced: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, values in definitions.items():
+            if name not in sourced and any(_from_address(v, sourced, attrs) for v in values):
+                sourced.add(name)
+                changed = True
+    return frozenset(sourced)
+
+
+def _from_address(value: Any, sourced: set[str], attrs: frozenset[str]) -> bool:
+    if isinstance(value, ir.Var):
+        return value.name in sourced
+    if not isinstance(value, ir.Expr):
+        return False
+    if value.op == "getattr" and value.attr in attrs:
+        return True
+    return any(var.name in sourced for var in value.list_vars())
+
+
 def _number_step(value: Any, numbers: set[str], roots: tuple[type, ...], ops: Any) -> bool:
     if isinstance(value, ir.Const):
         return isinstance(value.value, roots) and not isinstance(value.value, bool)
@@ -381,8 +478,10 @@ def _number_step(value: Any, numbers: set[str], roots: tuple[type, ...], ops: An
 
 @dataclass
 class _Callee:
-    """What a call does: ``kind`` is one of 'metadata' (reads no element), 'pure', 'fresh'
-    (returns a new array), 'atomic', 'ufunc', 'function' (analysed), 'method', 'unknown'."""
+    """What a call does: ``kind`` is one of 'metadata' (reads no element), 'pure' (reads,
+    writes only an ``out``), 'fresh' (returns a new array), 'atomic', 'store' (stores into its
+    first argument: ``operator.setitem``), 'inplace' (updates its first argument:
+    ``operator.iadd``), 'ufunc', 'function' (analysed), 'method', 'unknown'."""
 
     kind: str
     description: str
@@ -390,6 +489,8 @@ class _Callee:
     nin: int = 0
     receiver: ir.Var | None = None
     access_of: Any = None  # the dispatcher a 'function' callee calls
+    out: int | None = None  # position of a positional ``out`` parameter ('pure')
+    overwrite: int | None = None  # position of ``overwrite_input`` ('pure')
 
 
 @dataclass
@@ -411,14 +512,21 @@ class _Analysis:
     kept: dict[int, list[str]] = field(default_factory=dict)
     returns_container: bool = False
     numbers: frozenset[str] = frozenset()
+    #: Untyped IR: variables that may hold a raw address (derived from ``a.ctypes``...).
+    addresses: frozenset[str] = frozenset()
 
     def run(self, name: str, vararg: int | None) -> FunctionAccess:
         for block in self.blocks.values():
             for stmt in block.body:
                 if isinstance(stmt, ir.Assign):
                     self.definitions.setdefault(stmt.target.name, []).append(stmt.value)
-        self.numbers = _number_rooted(self.definitions, (int, float, complex), _NO_REPEAT_OPS)
-        self.numbers |= _number_rooted(self.definitions, (float, complex), _ARITHMETIC_OPS)
+        numbers = _number_rooted(self.definitions, (int, float, complex), _NO_REPEAT_OPS)
+        numbers |= _number_rooted(self.definitions, (float, complex), _ARITHMETIC_OPS)
+        if self.typemap is None:
+            self.addresses = _address_sourced(self.definitions, _ADDRESS_ATTRS)
+            # A number plus an address is an address (s = 0; s += a.ctypes.data): not a number.
+            numbers -= _address_sourced(self.definitions, _INTEGER_ADDRESS_ATTRS)
+        self.numbers = numbers
         changed = True
         while changed:  # alias sets only grow: a fixpoint is reached
             changed = False
@@ -493,6 +601,8 @@ class _Analysis:
         return typ is None or _type_can_alias(typ)
 
     def _derived(self, target: ir.Var, value: Any) -> frozenset[int]:
+        if self.typemap is not None and isinstance(self._type_of(target), types.Integer):
+            return self._address_derived(value)
         if not self._can_alias(target) or target.name in self.numbers:
             return frozenset()
         if isinstance(value, ir.Arg):
@@ -524,15 +634,58 @@ class _Analysis:
                 self.fresh.add(target.name)
                 return frozenset()
             if callee.kind == "function" and callee.access is not None:
-                args = self._call_args(value)
-                out: frozenset[int] = frozenset()
-                for position, arg in enumerate(args):
-                    index = callee.access.index_of(position)
-                    if index is None or index in callee.access.returns:
-                        out |= self._of(arg)
-                return out
+                return self._returned_by(callee.access, value)
             return self._union(value.list_vars())
         return self._union(value.list_vars())
+
+    def _address_derived(self, value: Any) -> frozenset[int]:
+        """The parameters whose memory an integer (typed IR) may be a raw address of.
+
+        Only an address can make an integer an alias: ``a.ctypes.data``, arithmetic on an
+        address (``p + 8``), a conversion (``int(p)``), an item of a tuple built in the
+        function or holding only integers and pointers, an analysed function's result that may
+        be one of its integer arguments, and an integer parameter (a caller may pass an
+        address). Elements and sizes of arrays are not; nor is an integer taken out of a tuple
+        parameter that also holds arrays (a caller passing an address in such a tuple counts it
+        as escaping: :meth:`_call_effects`).
+        """
+        if isinstance(value, ir.Arg):
+            return frozenset({value.index})
+        if isinstance(value, ir.Var):
+            return self._of(value)
+        if not isinstance(value, ir.Expr):
+            return frozenset()
+        if value.op == "static_getitem" and isinstance(value.index, int):
+            item = self._tuple_item(value.value, value.index)
+            if item is not None:
+                return self._of(item)
+        if value.op == "call":
+            callee = self._callee(value)
+            if callee.kind in ("metadata", "fresh"):
+                return frozenset()
+            if callee.kind == "function" and callee.access is not None:
+                return self._returned_by(callee.access, value)
+        out: frozenset[int] = frozenset()
+        for var in value.list_vars():
+            typ = self._type_of(var)
+            if isinstance(typ, _ADDRESS_TYPES) or (
+                isinstance(typ, types.BaseTuple) and _only_addresses(typ)
+            ):
+                out |= self._of(var)
+        return out
+
+    def _returned_by(self, access: FunctionAccess, expr: ir.Expr) -> frozenset[int]:
+        """The parameters the result of a call of an analysed function may alias."""
+        args = self._call_args(expr)
+        star = self._star(expr)
+        out: frozenset[int] = frozenset()
+        for position, arg in enumerate(args):
+            last = max(position + 1, len(access.params)) if position == star else position + 1
+            for at in range(position, last):
+                index = access.index_of(at)
+                if index is None or index in access.returns:
+                    out |= self._of(arg)
+        return out
 
     def _tuple_item(self, var: Any, index: int, depth: int = 0) -> Any:
         """Item ``index`` of a tuple built in the function (``a, b = pair``), or None."""
@@ -551,10 +704,57 @@ class _Analysis:
     # -- callees ----------------------------------------------------------------------------
 
     def _call_args(self, expr: ir.Expr) -> list[Any]:
+        """The positional arguments of a call; ``*args`` of a tuple built in the function
+        gives its items, any other ``*args`` comes last (see :meth:`_star`)."""
         args = list(expr.args)
         if expr.vararg is not None:
-            args.append(expr.vararg)
+            items = self._tuple_items(expr.vararg)
+            args.extend([expr.vararg] if items is None else items)
         return args
+
+    def _star(self, expr: ir.Expr) -> int | None:
+        """The position, in :meth:`_call_args`, of a ``*args`` tuple whose items are not
+        known: it may supply the arguments at that position and every later one."""
+        if expr.vararg is None or self._tuple_items(expr.vararg) is not None:
+            return None
+        return len(expr.args)
+
+    def _tuple_items(self, var: Any, depth: int = 0) -> list[Any] | None:
+        """The items of a tuple built in the function, or None: ``build_tuple``, and the
+        ``(y,) + tuple(rest)`` Python 3.11+ bytecode makes of ``f(y, *rest)``."""
+        defs = self.definitions.get(var.name, []) if isinstance(var, ir.Var) else []
+        if len(defs) != 1 or depth > 8:
+            return None
+        value = defs[0]
+        if isinstance(value, ir.Var):
+            return self._tuple_items(value, depth + 1)
+        if not isinstance(value, ir.Expr):
+            return None
+        if value.op == "build_tuple":
+            return list(value.items)
+        if value.op == "binop" and value.fn is operator.add:
+            left = self._tuple_items(value.lhs, depth + 1)
+            right = self._tuple_items(value.rhs, depth + 1)
+            return None if left is None or right is None else left + right
+        if value.op != "call" or len(value.args) != 1 or value.kws or value.vararg is not None:
+            return None
+        resolved = self._resolve(value.func)
+        if resolved is not None and resolved[0] is tuple and not resolved[1]:
+            return self._tuple_items(value.args[0], depth + 1)
+        return None
+
+    def _at(self, args: list[Any], star: int | None, position: int) -> Any:
+        """The argument that may be passed at ``position`` (None: none)."""
+        if star is not None and position >= star:
+            return args[star]
+        return args[position] if position < len(args) else None
+
+    def _constant(self, var: Any) -> Any:
+        """The value of a variable defined once as a constant, else ``Ellipsis``."""
+        defs = self.definitions.get(var.name, []) if isinstance(var, ir.Var) else []
+        if len(defs) == 1 and isinstance(defs[0], (ir.Const, ir.Global, ir.FreeVar)):
+            return defs[0].value
+        return Ellipsis
 
     def _resolve(self, var: Any, depth: int = 0) -> tuple[Any, tuple[str, ...]] | None:
         """The global object a callee variable names, as (root object, attribute path)."""
@@ -591,7 +791,8 @@ class _Analysis:
         if len(defs) == 1 and isinstance(defs[0], ir.Expr) and defs[0].op == "getattr":
             receiver = defs[0].value
             if defs[0].attr in _READONLY_METHODS and self._of(receiver):
-                return _Callee("pure", f".{defs[0].attr}()", receiver=receiver)
+                out = _METHOD_OUT_POSITION.get(defs[0].attr)
+                return _Callee("pure", f".{defs[0].attr}()", receiver=receiver, out=out)
             return _Callee("method", f".{defs[0].attr}()", receiver=receiver)
         return _Callee("unknown", "a call the analysis cannot resolve")
 
@@ -631,17 +832,21 @@ class _Analysis:
             if self._escapes_into(stmt.target):
                 self._write(self._of(stmt.value), "stored in a container", loc)
                 self._keep(self._of(stmt.value), stmt.target, "stored in a container", loc)
+            self._address_stored(stmt.value, loc)
         elif isinstance(stmt, ir.SetAttr):
             self._write(self._of(stmt.target), f"an attribute store (.{stmt.attr} = ...)", loc)
             if self._keeps_references(stmt.target, types.Record):
                 self._write(self._of(stmt.value), "stored as an attribute", loc)
                 self._keep(self._of(stmt.value), stmt.target, "stored as an attribute", loc)
+            self._address_stored(stmt.value, loc)
             self._read(stmt.value)
         elif isinstance(stmt, ir.DelItem):
             self._write(self._of(stmt.target), "del of an element", loc)
         elif isinstance(stmt, ir.Return):
             returned = self._of(stmt.value)
             self.returns |= returned
+            if self._is_address(stmt.value):
+                self._write(returned, "a raw address of its memory returned", loc)
             self._read(stmt.value)
         elif isinstance(stmt, ir.Assign):
             self._assign_effects(stmt.target, stmt.value, loc)
@@ -709,15 +914,29 @@ class _Analysis:
             pass  # len(a), np.shape(a): no element is read
         elif callee.kind in ("pure", "fresh"):
             self._read(*args, *kws.values(), callee.receiver)
-            if "out" in kws:
-                self._write(self._of(kws["out"]), f"out= of {callee.description}", loc)
+            self._out_effects(callee, args, self._star(expr), kws, loc)
         elif callee.kind == "atomic":
             if args:
                 self._write(self._of(args[0]), f"the target of {callee.description}", loc)
             self._read(*args)
+        elif callee.kind == "store" and args and self._star(expr) is None and not kws:
+            # operator.setitem(a, i, v) is a[i] = v; operator.delitem(a, i) is del a[i]
+            target = args[0]
+            self._write(self._of(target), f"a store through {callee.description}", loc)
+            self._read(*args[1:])
+            value = args[2] if len(args) > 2 else None
+            if value is not None and self._escapes_into(target):
+                self._write(self._of(value), "stored in a container", loc)
+                self._keep(self._of(value), target, "stored in a container", loc)
+            self._address_stored(value, loc)
+        elif callee.kind == "inplace" and args and self._star(expr) is None and not kws:
+            # operator.iadd(a, v) is a += v
+            self._write(self._of(args[0]), f"an in-place operator ({callee.description})", loc)
+            self._read(*args)
         elif callee.kind == "ufunc":
+            star = self._star(expr)
             for position, arg in enumerate(args):
-                if position >= callee.nin:
+                if position >= callee.nin or position == star:
                     self._write(self._of(arg), f"an output of {callee.description}", loc)
                 else:
                     self._read(arg)
@@ -725,16 +944,27 @@ class _Analysis:
                 self._write(self._of(value), f"out= of {callee.description}", loc)
         elif callee.kind == "function" and callee.access is not None:
             access = callee.access
+            star = self._star(expr)
             for position, arg in enumerate(args):
-                if access.writes_at(position):
-                    param = access.param_of(position)
-                    name = param.name if param is not None else f"argument {position}"
-                    self._write(self._of(arg), f"written by {callee.description} ({name})", loc)
-                if access.reads_at(position):
-                    self._read(arg)
-                for why in access.kept_at(position):
-                    self._write(self._of(arg), f"kept by {callee.description}: {why}", loc)
-                    self._record_kept(self._of(arg), f"{callee.description}, {why}")
+                # An unknown *args tuple stands for this argument and every later one.
+                last = max(position + 1, len(access.params)) if position == star else position + 1
+                for at in range(position, last):
+                    if access.writes_at(at):
+                        param = access.param_of(at)
+                        name = param.name if param is not None else f"argument {at}"
+                        by = f"{callee.description} ({name})"
+                        why = f"written by {by}"
+                        if self._is_address(arg):
+                            why = f"a raw address of its memory passed to {by}, which may write"
+                        self._write(self._of(arg), why, loc)
+                    if access.reads_at(at):
+                        self._read(arg)
+                    for why in access.kept_at(at):
+                        self._write(self._of(arg), f"kept by {callee.description}: {why}", loc)
+                        self._record_kept(self._of(arg), f"{callee.description}, {why}")
+                # An address in a tuple that also holds arrays: the callee does not follow it.
+                why = f"a raw address of its memory passed in a tuple to {callee.description}"
+                self._write(self._addresses_in_tuple(arg), why, loc)
             if kws:
                 every = self._union(kws.values())
                 self._write(every, f"a keyword argument of {callee.description}", loc)
@@ -756,8 +986,65 @@ class _Analysis:
                     kept_by = f"kept by {callee.description}"
                     self._keep(self._union(everything), receiver, kept_by, loc)
                     everything.append(receiver)
-                self._write(self._union(everything), f"passed to {callee.description}", loc)
+                for value in everything:
+                    how = "a raw address of its memory" if self._is_address(value) else ""
+                    why = f"{how} passed to {callee.description}".lstrip()
+                    self._write(self._of(value), why, loc)
             self._read(*everything)
+
+    def _out_effects(
+        self, callee: _Callee, args: list[Any], star: int | None, kws: dict[str, Any], loc: Any
+    ) -> None:
+        """Writes of a call that only reads its arguments but an ``out`` (by keyword, by
+        position, or in ``**kwargs``) and, with ``overwrite_input``, its input."""
+        name = callee.description
+        if "out" in kws:
+            self._write(self._of(kws["out"]), f"out= of {name}", loc)
+        if callee.out is not None:
+            out = self._at(args, star, callee.out)
+            if out is not None:
+                why = f"out of {name} (argument {callee.out + 1}, by position)"
+                self._write(self._of(out), why, loc)
+        if "**" in kws:
+            self._write(self._of(kws["**"]), f"**kwargs of {name} (may hold out=)", loc)
+        if callee.overwrite is None:
+            return
+        flag = kws.get("overwrite_input", self._at(args, star, callee.overwrite))
+        if "**" in kws and flag is None:
+            flag = kws["**"]
+        constant = self._constant(flag)  # (False or None, by position or keyword: no write)
+        if flag is not None and constant is not False and constant is not None:
+            inputs = [args[0]] if args else [kws.get("a"), kws.get("**")]
+            why = f"overwrite_input of {name} (it may reorder its input in place)"
+            self._write(self._union(inputs), why, loc)
+
+    def _address_stored(self, value: Any, loc: Any) -> None:
+        """A raw address of parameter memory stored (into an array, a record): it escapes."""
+        if value is not None and self._is_address(value):
+            self._write(self._of(value), "a raw address of its memory stored", loc)
+
+    def _addresses_in_tuple(self, var: Any, depth: int = 0) -> frozenset[int]:
+        """The parameters whose raw address a tuple (typed IR, built in the function) holds
+        next to arrays: an integer taken out of it is not known to be an address
+        (:meth:`_address_derived`)."""
+        typ = self._type_of(var)
+        if not isinstance(typ, types.BaseTuple) or _only_addresses(typ) or depth > 8:
+            return frozenset()
+        out: frozenset[int] = frozenset()
+        for item in self._tuple_items(var) or ():
+            if self._is_address(item):
+                out |= self._of(item)
+            else:
+                out |= self._addresses_in_tuple(item, depth + 1)
+        return out
+
+    def _is_address(self, var: Any) -> bool:
+        """Whether ``var`` may hold a raw address of parameter memory (``a.ctypes.data``)."""
+        if not isinstance(var, ir.Var) or not self._of(var):
+            return False
+        if self.typemap is None:
+            return var.name in self.addresses
+        return isinstance(self._type_of(var), _ADDRESS_TYPES)
 
 
 _typed_cache: weakref.WeakKeyDictionary[Any, FunctionAccess] = weakref.WeakKeyDictionary()
@@ -869,11 +1156,19 @@ def _classify(root: Any, path: tuple[str, ...]) -> _Callee:
         if len(path) == 1 and path[0] in _NUMPY_FRESH:
             return _Callee("fresh", f"np.{path[0]}()")
         if len(path) == 1 and path[0] in _NUMPY_PURE:
-            return _Callee("pure", f"np.{path[0]}()")
+            out = _NUMPY_OUT_POSITION.get(path[0])
+            overwrite = _NUMPY_OVERWRITE_POSITION.get(path[0])
+            return _Callee("pure", f"np.{path[0]}()", out=out, overwrite=overwrite)
         if len(path) == 2 and path[0] == "linalg" and path[1] in _NUMPY_LINALG_PURE:
             return _Callee("pure", f"np.linalg.{path[1]}()")
     if isinstance(obj, np.ufunc):
         return _Callee("ufunc", f"{obj.__name__}()", nin=obj.nin)
+    if any(obj is function for function in _OPERATOR_STORES):
+        return _Callee("store", f"operator.{obj.__name__}()")
+    if any(obj is function for function in _OPERATOR_INPLACE):
+        return _Callee("inplace", f"operator.{obj.__name__}()")
+    if any(obj is function for function in _OPERATOR_CALLS):
+        return _Callee("unknown", f"operator.{obj.__name__}()")
     if getattr(obj, "__module__", None) in ("math", "cmath", "_operator", "operator"):
         return _Callee("pure", f"{getattr(obj, '__name__', name)}()")
     if obj is len or (module_name == "numpy" and path in (("shape",), ("size",), ("ndim",))):
