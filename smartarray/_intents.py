@@ -36,8 +36,8 @@ class _Intent(_ArgHint):
                 f"smartarray.{type(self).__name__}() takes a SmartArray, got "
                 f"{type(array).__name__}; for plain arrays use numba.cuda.{type(self).__name__}()"
             )
-        if self.intent != "in":
-            array._check_writeable()
+        if self.intent != "in" and not array._writeable:
+            raise read_only_target_error(array, f"smartarray.{type(self).__name__}()")
         self.array = array
         self.value = array
 
@@ -51,6 +51,24 @@ class _Intent(_ArgHint):
 
     def __repr__(self) -> str:
         return f"smartarray.{type(self).__name__}({self.array.label})"
+
+
+def read_only_target_error(array: SmartArray, intent: str) -> ValueError:
+    """The error for a writing intent (``intent``, e.g. ``'smartarray.InOut()'``) of the
+    read-only ``array``: what it is and the fixes."""
+    if array._base is not None:
+        what = (
+            f"a read-only view of {array.label} (as in numpy, views such as a.diagonal() "
+            "and np.broadcast_to(a, shape) are read-only)"
+        )
+        write = "the array it is a view of, or a copy (view.copy())"
+    else:
+        what = f"the read-only {array.label}"
+        write = "a copy (a.copy())"
+    return ValueError(
+        f"{intent} of {what}: nothing may write it. To only read it, pass it bare or as "
+        f"smartarray.In(...); to write, pass a writable array: {write}"
+    )
 
 
 class In(_Intent):
