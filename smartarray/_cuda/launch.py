@@ -162,13 +162,13 @@ def readonly_allocations(
                 readonly.append(value._alloc)
         elif isinstance(value, (SmartArray, _Intent, tuple)):
             writes = mask[position] if position < count else rest
-            for array, bare in _nested(value):
+            for array, intent in _nested(value):
                 _backend.check_device_dtype(array._dtype)
-                if not bare:
+                if intent is not None and intent != "in":
                     written.append(array._alloc)
                 elif not writes:
                     readonly.append(array._alloc)
-                elif array._writeable:
+                elif intent is not None or array._writeable:
                     written.append(array._alloc)
                 elif stored_at(stores, position):
                     written.append(array._alloc)
@@ -194,12 +194,12 @@ def stored_at(stores: tuple[tuple[bool, ...], bool], position: int) -> bool:
     return named[position] if position < len(named) else others
 
 
-def _nested(value: Any) -> list[tuple[SmartArray, bool]]:
-    """SmartArrays in an argument, each with True when it is bare (or ``In``)."""
+def _nested(value: Any) -> list[tuple[SmartArray, str | None]]:
+    """SmartArrays in an argument, each with its explicit intent (None when it is bare)."""
     if isinstance(value, SmartArray):
-        return [(value, True)]
+        return [(value, None)]
     if isinstance(value, _Intent):
-        return [(value.array, value.intent == "in")]
+        return [(value.array, value.intent)]
     if isinstance(value, tuple):
         return [item for element in value for item in _nested(element)]
     return []
