@@ -54,6 +54,12 @@ call_on_host: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], An
     "_numpy.protocols"
 )
 host_call: Callable[[], Any] = _unregistered("_numpy.protocols")
+# The same two protocols for the intents (``In(a)``, ``Out(a)``, ``InOut(a)``): the call with
+# each intent replaced by its SmartArray.
+intent_array_ufunc: Callable[[Any, str, tuple[Any, ...], dict[str, Any]], Any] = _unregistered(
+    "_numpy.protocols"
+)
+intent_array_function: Callable[[Any, Any, Any, Any], Any] = _unregistered("_numpy.protocols")
 
 # Host fast paths (_numpy.fastpath): an array's read-only host view if reading it needs no
 # copy, wait or lock, else None.
@@ -106,6 +112,8 @@ REGISTERED_BY = {
     "array_function": "_numpy.protocols",
     "call_on_host": "_numpy.protocols",
     "host_call": "_numpy.protocols",
+    "intent_array_ufunc": "_numpy.protocols",
+    "intent_array_function": "_numpy.protocols",
     "readable_host": "_numpy.fastpath",
     "flat": "_numpy.flatiter",
     "iterate": "_numpy.flatiter",

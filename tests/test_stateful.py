@@ -414,6 +414,33 @@ class CoherenceMachine(RuleBasedStateMachine):
         self.device_written()
 
     @needs_device
+    @rule(k=st.integers(1, N // 2))
+    def kernel_copies_from_read_only_view(self, k: int) -> None:
+        # dst = the first k elements, src = a read-only view of the last k: the read-only
+        # view of the written allocation is read (never refused); the allocation is written.
+        source = np.broadcast_to(self.array[N - k :], (k,))
+        assert isinstance(source, sa.SmartArray) and not source.flags.writeable
+        self.expect_step(
+            lambda: self.copy[1, N](self.array[:k], source),
+            h2d=self.device_needs(),
+            d2h=self.refreshes(),
+        )
+        self.model[:k] = self.model[N - k :].copy()
+        self.device_written()
+
+    @needs_device
+    @rule()
+    def kernel_reads_read_only_view(self) -> None:
+        # A read-only view of the array read by a kernel that writes another array: In, the
+        # host copy stays valid.
+        source = self.array.reshape(2, N // 2).diagonal()
+        self.expect_step(lambda: self.copy[1, N](self.scratch[:2], source), h2d=self.device_needs())
+        np.testing.assert_array_equal(
+            self.scratch.get("gpu").copy_to_host()[:2], [self.model[0], self.model[N // 2 + 1]]
+        )
+        self.device_valid = True
+
+    @needs_device
     @rule()
     def launch_fails_while_prepared(self) -> None:
         # The array, then a view of it the device cannot represent: refused after the array

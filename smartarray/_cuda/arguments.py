@@ -33,11 +33,19 @@ from .._array import SmartArray
 from .._core import backend as _backend
 from .._core import host_exports as _host_exports
 from .._core import memory as _memory
+from .._intents import read_only_target_error
 from .launch import bare_intent
 
 
-def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> Any:
-    """Prepare ``array`` as a kernel argument with the given intent (see module docstring)."""
+def kernel_argument(
+    array: SmartArray, intent: str, retr: list, stream: Any, hint: str | None = None
+) -> Any:
+    """Prepare ``array`` as a kernel argument with the given intent (see module docstring).
+
+    A writing intent of a read-only array raises numpy's "assignment destination is
+    read-only", or, for an explicit ``hint`` (``'numba.cuda.InOut()'``), the error naming it
+    and the fix; nothing is prepared then (earlier arguments get their flags back).
+    """
     alloc = array._alloc
     if intent != "out" and _backend.is_default_stream(stream):
         device = _resident_argument(array, intent, retr, stream)
@@ -49,6 +57,8 @@ def kernel_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> 
     pins = _memory.launch_pins(retr)
     try:
         if intent != "in":
+            if hint is not None and not array._writeable:
+                raise read_only_target_error(array, hint)
             array._check_writeable()
         whole = array._covers_allocation()
         with alloc.lock:
@@ -143,8 +153,9 @@ def install_argument_hint_hooks() -> None:
         def to_device(self: Any, retr: list, stream: Any = 0) -> Any:
             value = self.value
             if isinstance(value, SmartArray):
-                intent = next(name for cls, name in intents if isinstance(self, cls))
-                return kernel_argument(value, intent, retr, stream)
+                cls, intent = next(item for item in intents if isinstance(self, item[0]))
+                hint = f"numba.cuda.{cls.__name__}()"
+                return kernel_argument(value, intent, retr, stream, hint)
             return original(self, retr, stream)
 
         setattr(to_device, _HINT_HOOK_MARK, True)

@@ -135,10 +135,12 @@ def _why(access: _access.FunctionAccess, position: int) -> tuple[str, ...]:
 
 
 def _explain_kernel(func: Any, kind: str, args: tuple[Any, ...]) -> IntentReport:
-    from .launch import access_mask, readonly_allocations
+    from .launch import access_mask, readonly_allocations, store_mask, stored_at
 
     access = _access.analyse(func)
-    readonly = readonly_allocations(*access_mask(access), args) or []
+    stores = store_mask(access)
+    readonly = readonly_allocations(*access_mask(access), args, stores) or []
+    stored = getattr(readonly, "stored", ())
     out = []
     for position, value in enumerate(args):
         param = access.param_of(position)
@@ -149,6 +151,13 @@ def _explain_kernel(func: Any, kind: str, args: tuple[Any, ...]) -> IntentReport
             out.append(_not_smart(position, name))
         elif value._alloc in readonly:
             out.append(ArgumentIntent(position, name, "In", "inferred"))
+        elif not value._writeable:
+            if not (stored_at(stores, position) or any(value._alloc is a for a in stored)):
+                out.append(ArgumentIntent(position, name, "In", "read-only array"))
+                continue
+            why = "the kernel stores into a read-only array of this memory: the launch is refused"
+            reasons = (why, *(_why(access, position) if access.may_write(position) else ()))
+            out.append(ArgumentIntent(position, name, "InOut", "inferred", reasons))
         else:
             reasons = _why(access, position) if access.may_write(position) else ()
             if not reasons:

@@ -16,9 +16,20 @@ SmartArray is among the arguments, records for the duration of the launch, in a 
 the allocations that every argument leaves unwritten. :func:`bare_intent` then gives ``'in'``
 for those and ``'inout'`` for everything else. The decision is per allocation: if an
 allocation is behind two arguments (``k(x, x[1:])``) and either may be written, or behind an
-explicit ``InOut``/``Out``, it is prepared as written everywhere. Explicit intents are never
-changed. Launches without SmartArrays, and device-function calls in the simulator, go straight
-to numba-cuda.
+explicit ``InOut``/``Out``, it is prepared as written everywhere.
+
+Read-only arrays (``a.diagonal()``, ``np.broadcast_to(a, ...)``) are the exception: a bare
+read-only SmartArray is prepared ``'in'``, whatever the other arguments do with its
+allocation, and even where the analysis only cannot prove that the kernel never writes it
+(``t = x[i]; t += 1``). Nothing can write through it: Numba types it read-only, so a store
+fails to compile on a GPU, and the simulator gets a read-only array, so a store raises there.
+A written argument that shares its memory keeps the flags right for the whole allocation
+(the read-only view is only read, on the same device buffer). Only where the kernel's own
+code stores into the parameter (an element or attribute store, ``del``, or the target of a
+``cuda.atomic`` function, which numba-cuda compiles for read-only arrays too) is it prepared
+as written, which refuses the launch, since it is read-only (:func:`store_mask`). Explicit
+intents are never changed. Launches without SmartArrays, and device-function calls in the
+simulator, go straight to numba-cuda.
 """
 
 from __future__ import annotations
@@ -43,16 +54,44 @@ _local = threading.local()
 def bare_intent(array: SmartArray) -> str:
     """The intent of a bare SmartArray argument of the launch being prepared."""
     readonly = getattr(_local, "readonly", None)
-    if readonly is not None and array._alloc in readonly:
-        return "in"
+    if readonly is not None:
+        alloc = array._alloc
+        if alloc in readonly:
+            return "in"
+        if not array._writeable and not (
+            type(readonly) is _Plan and any(alloc is other for other in readonly.stored)
+        ):
+            return "in"  # a read-only array: nothing can write through it
     return "inout"
 
 
-def write_mask(kernel: Any, func: Any) -> tuple[tuple[bool, ...], bool]:
-    """Per parameter "may write", and the same for ``*args``; cached on ``kernel``."""
+class _Plan(list[Any]):
+    """The read-only allocations of a launch that also passes a read-only array to a
+    parameter the kernel stores into: ``stored`` holds their allocations (prepared as
+    written, which refuses them)."""
+
+    stored: list[Any]
+
+
+#: What :mod:`smartarray._numba.access` gives as the reason (``ParamAccess.reasons``) for a
+#: store into the parameter, or one of its aliases, in the function's own code.
+_STORE_REASONS = (
+    "an element store",
+    "an attribute store",
+    "del of an element",
+    "the target of cuda.atomic.",
+)
+
+Masks = tuple[tuple[bool, ...], bool, tuple[tuple[bool, ...], bool]]
+
+
+def write_mask(kernel: Any, func: Any) -> Masks:
+    """Per parameter "may write", the same for ``*args``, and the :func:`store_mask`;
+    cached on ``kernel``."""
     cached = kernel.__dict__.get(_CACHE_KEY)
     if cached is None:
-        cached = access_mask(_access.analyse(func))
+        access = _access.analyse(func)
+        cached = (*access_mask(access), store_mask(access))
         kernel.__dict__[_CACHE_KEY] = cached
     return cached
 
@@ -65,18 +104,46 @@ def access_mask(access: _access.FunctionAccess) -> tuple[tuple[bool, ...], bool]
     return mask, rest
 
 
+def store_mask(access: _access.FunctionAccess) -> tuple[tuple[bool, ...], bool]:
+    """Per named parameter "the function's own code stores into it" (an element or attribute
+    store, ``del``, a ``cuda.atomic`` target), and the same for ``*args``.
+
+    Narrower than :func:`access_mask`: what only *may* write (``t = x[i]; t += 1``, a call to
+    a device function) is left out, since through a read-only array it cannot (Numba types
+    it read-only). A read-only array is prepared as written, and so refused, only here.
+    """
+
+    def stores(param: _access.ParamAccess) -> bool:
+        return any(marker in reason for reason in param.reasons for marker in _STORE_REASONS)
+
+    params = access.params
+    vararg = access.vararg
+    named = params if vararg is None else params[:vararg]
+    rest = True if vararg is None else stores(params[vararg])
+    return tuple(stores(param) for param in named), rest
+
+
 def readonly_allocations(
-    mask: tuple[bool, ...], rest: bool, args: tuple[Any, ...] | list[Any]
+    mask: tuple[bool, ...],
+    rest: bool,
+    args: tuple[Any, ...] | list[Any],
+    stores: tuple[tuple[bool, ...], bool] | None = None,
 ) -> list[Any] | None:
     """Allocations of bare SmartArray arguments that no argument of the launch may write.
 
-    A list, not a set: a launch has few arguments, and building a list is cheaper. Raises
-    the clear ``TypeError`` of ``_backend.check_device_dtype`` for an argument whose dtype
-    the device cannot hold: on a GPU, Numba would otherwise fail first, typing the kernel
-    ("non-precise type array(pyobject, ...)").
+    A list, not a set: a launch has few arguments, and building a list is cheaper. A bare
+    read-only array leaves its allocation unwritten (it is prepared ``In`` by itself, see
+    :func:`bare_intent`) unless ``stores`` (the :func:`store_mask`; None: ``mask``) says that
+    its parameter is stored into; then the list is a :class:`_Plan` naming its allocation.
+    Raises the clear ``TypeError`` of ``_backend.check_device_dtype`` for an argument whose
+    dtype the device cannot hold: on a GPU, Numba would otherwise fail first, typing the
+    kernel ("non-precise type array(pyobject, ...)").
     """
+    if stores is None:
+        stores = (mask, rest)
     readonly: list[Any] = []
     written: list[Any] = []
+    stored: list[Any] | None = None
     count = len(mask)
     position = -1
     for value in args:
@@ -84,16 +151,28 @@ def readonly_allocations(
         if type(value) is SmartArray:
             if value._dtype not in _DEVICE_DTYPES:
                 _backend.check_device_dtype(value._dtype)
-            if mask[position] if position < count else rest:
+            if not (mask[position] if position < count else rest):
+                readonly.append(value._alloc)
+            elif value._writeable:
                 written.append(value._alloc)
+            elif stored_at(stores, position):
+                written.append(value._alloc)
+                stored = [value._alloc] if stored is None else [*stored, value._alloc]
             else:
                 readonly.append(value._alloc)
         elif isinstance(value, (SmartArray, _Intent, tuple)):
             writes = mask[position] if position < count else rest
-            for array, bare in _nested(value):
+            for array, intent in _nested(value):
                 _backend.check_device_dtype(array._dtype)
-                if writes or not bare:
+                if intent is not None and intent != "in":
                     written.append(array._alloc)
+                elif not writes:
+                    readonly.append(array._alloc)
+                elif intent is not None or array._writeable:
+                    written.append(array._alloc)
+                elif stored_at(stores, position):
+                    written.append(array._alloc)
+                    stored = [array._alloc] if stored is None else [*stored, array._alloc]
                 else:
                     readonly.append(array._alloc)
     if not readonly:
@@ -101,15 +180,26 @@ def readonly_allocations(
     for alloc in written:
         if alloc in readonly:  # rare: an allocation behind a read and a written argument
             readonly = [other for other in readonly if other is not alloc]
+    if stored is not None:
+        plan = _Plan(readonly)
+        plan.stored = stored
+        return plan
     return readonly
 
 
-def _nested(value: Any) -> list[tuple[SmartArray, bool]]:
-    """SmartArrays in an argument, each with True when it is bare (or ``In``)."""
+def stored_at(stores: tuple[tuple[bool, ...], bool], position: int) -> bool:
+    """Whether the :func:`store_mask` ``stores`` says the kernel stores into the argument at
+    ``position``."""
+    named, others = stores
+    return named[position] if position < len(named) else others
+
+
+def _nested(value: Any) -> list[tuple[SmartArray, str | None]]:
+    """SmartArrays in an argument, each with its explicit intent (None when it is bare)."""
     if isinstance(value, SmartArray):
-        return [(value, True)]
+        return [(value, None)]
     if isinstance(value, _Intent):
-        return [(value.array, value.intent == "in")]
+        return [(value.array, value.intent)]
     if isinstance(value, tuple):
         return [item for element in value for item in _nested(element)]
     return []
@@ -120,8 +210,8 @@ def _plan(kernel: Any, func: Any, args: Any) -> list[Any] | None:
     parameters are analysed then (None: nothing to infer)."""
     if not any(isinstance(value, (SmartArray, _Intent, tuple)) for value in args):
         return None
-    mask, rest = write_mask(kernel, func)
-    return readonly_allocations(mask, rest, args)
+    mask, rest, stores = write_mask(kernel, func)
+    return readonly_allocations(mask, rest, args, stores)
 
 
 def _call_with(readonly: list[Any] | None, original: Callable[..., Any], *args: Any) -> Any:
@@ -148,7 +238,7 @@ def _hooked_call(original: Callable[..., Any]) -> Callable[..., Any]:
         if cached is None:
             readonly = _plan(self, self.py_func, args)
         else:
-            readonly = readonly_allocations(cached[0], cached[1], args)
+            readonly = readonly_allocations(cached[0], cached[1], args, cached[2])
         return _call_with(readonly, original, self, args, launch_config)
 
     setattr(call, _HOOK_MARK, True)
@@ -160,7 +250,7 @@ def _hooked_fake_call(original: Callable[..., Any]) -> Callable[..., Any]:
     def __call__(self: Any, *args: Any) -> Any:
         cached = self.__dict__.get(_CACHE_KEY)
         if cached is not None:
-            readonly = readonly_allocations(cached[0], cached[1], args)
+            readonly = readonly_allocations(cached[0], cached[1], args, cached[2])
         else:
             readonly = None if self._device else _plan(self, self.fn, args)
         return _call_with(readonly, original, self, *args)

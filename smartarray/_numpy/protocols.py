@@ -12,6 +12,12 @@ Everything numpy does to a SmartArray runs on its host copy:
    that lies inside an argument's host buffer becomes a SmartArray view sharing that
    argument's coherence state; any other ndarray becomes a new SmartArray; ``out=`` results
    are returned as the SmartArrays that were passed.
+
+The intents ``In(a)``, ``Out(a)`` and ``InOut(a)`` implement both protocols too
+(:func:`intent_array_ufunc`, :func:`intent_array_function`): code that passes them to a
+ufunc or a function for one target runs unchanged on the CPU, each intent acting as its
+SmartArray (``SmartArray.__array_ufunc__`` declines a call with an intent in it, which numpy,
+and Numba's ``DUFunc``, then hand to the intent).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import numpy as np
 
 from .. import _hooks
 from .._array import SmartArray
+from .._intents import _Intent, check_roles
 from . import fastpath as _fastpath
 
 # numpy functions that write into their first argument.
@@ -199,6 +206,63 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
     if method == "at":
         return None
     return call.wrap(result)
+
+
+def intent_array_ufunc(
+    ufunc: Any, method: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``__array_ufunc__`` of the intents: :func:`array_ufunc` with each intent replaced by its
+    SmartArray (a numpy ufunc, or a CPU ``@vectorize``/``@guvectorize``, given ``In(x)`` reads
+    ``x``, given ``out=Out(y)`` or ``InOut(y)`` writes ``y``: the same flags, the same
+    copies). ``In`` as an output (``out=``, the target of ``ufunc.at``) and ``Out`` as an
+    input raise ``TypeError`` first (:func:`smartarray._intents.check_roles`)."""
+    if not isinstance(ufunc, np.ufunc) and method == "__call__":
+        inputs, kwargs = _normalize_foreign_ufunc_call(ufunc, inputs, kwargs)
+    out = kwargs.get("out", ())
+    where = kwargs.get("where")
+    name = getattr(ufunc, "__name__", repr(ufunc))
+    call = f"{name}()" if method == "__call__" else f"{name}.{method}()"
+    targets = inputs[:1] if method == "at" else ()
+    check_roles((*inputs[len(targets) :], where), (*targets, *out), call)
+    inputs = tuple(_without_intents(value) for value in inputs)
+    if out:
+        kwargs = dict(kwargs, out=_without_intents(out))
+    if isinstance(where, _Intent):
+        kwargs = dict(kwargs, where=where.array)
+    return array_ufunc(ufunc, method, inputs, kwargs)
+
+
+def intent_array_function(
+    func: Callable[..., Any], types: Iterable[type], args: tuple, kwargs: dict
+) -> Any:
+    """``__array_function__`` of the intents: ``func`` called again with each intent (also in
+    lists and tuples) replaced by its SmartArray. ``In`` as ``out=`` or as the target of a
+    function that writes its first argument (``np.copyto``...), and ``Out`` anywhere else,
+    raise ``TypeError`` first."""
+    targets = args[:1] if func in _WRITES_FIRST_ARGUMENT else ()
+    out = kwargs.get("out")
+    inputs = (*args[len(targets) :], *(v for k, v in kwargs.items() if k != "out"))
+    check_roles(inputs, (*targets, out), f"np.{getattr(func, '__name__', func)}()")
+    if not any(_has_intent(value) for value in (*args, *kwargs.values())):
+        return NotImplemented  # intents where they are not replaced (in a dict...)
+    bare_args = _without_intents(args)
+    bare_kwargs = {key: _without_intents(value) for key, value in kwargs.items()}
+    return func(*bare_args, **bare_kwargs)
+
+
+def _without_intents(value: Any) -> Any:
+    """``value`` with each intent, also in lists and tuples, replaced by its SmartArray."""
+    if isinstance(value, _Intent):
+        return value.array
+    if type(value) in (list, tuple):
+        return type(value)(_without_intents(item) for item in value)
+    return value
+
+
+def _has_intent(value: Any) -> bool:
+    if isinstance(value, _Intent):
+        return True
+    return type(value) in (list, tuple) and any(_has_intent(item) for item in value)
 
 
 def _normalize_foreign_ufunc_call(
@@ -537,5 +601,7 @@ def _call_bound(array: SmartArray, name: str, mutating: bool, args: tuple, kwarg
 
 _hooks.array_ufunc = array_ufunc
 _hooks.array_function = array_function
+_hooks.intent_array_ufunc = intent_array_ufunc
+_hooks.intent_array_function = intent_array_function
 _hooks.call_on_host = call_on_host
 _hooks.host_call = _Call

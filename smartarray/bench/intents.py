@@ -161,8 +161,8 @@ def lookup_overhead(rounds: int = 7, calls: int = 20_000) -> dict[str, Any]:
         for _ in range(rounds):
             start = time.thread_time()  # CPU time: a shared machine deschedules us at times
             for _ in range(calls):  # what the hook adds to a launch (see _hooked_call)
-                mask, rest = kernel.__dict__.get(key)
-                readonly = plan(mask, rest, args)
+                mask, rest, stores = kernel.__dict__.get(key)
+                readonly = plan(mask, rest, args, stores)
                 previous = getattr(local, "readonly", None)
                 local.readonly = readonly
                 for value in args:
