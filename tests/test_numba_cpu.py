@@ -182,12 +182,14 @@ def arange(n: int = 10) -> SmartArray:
 def test_registration_is_idempotent() -> None:
     wrapped = (types.Array.unify, types.Array.can_convert_to)
     hooks = (Dispatcher._search_new_conversions, Dispatcher.get_call_template)
+    can_compile = Dispatcher.__dict__["_can_compile"]
     numba_cpu._init_extension()
     numba_cpu._teach_plain_array()
     numba_cpu._teach_plain_array()
     numba_signatures.install_dispatcher_hooks()
     assert (types.Array.unify, types.Array.can_convert_to) == wrapped  # not wrapped twice
     assert (Dispatcher._search_new_conversions, Dispatcher.get_call_template) == hooks
+    assert Dispatcher.__dict__["_can_compile"] is can_compile
     assert ident(arange()) is not None
 
 
