@@ -115,6 +115,15 @@ def test_returning_a_view_is_refused_as_for_ndarrays() -> None:
     with pytest.raises(TypingError, match="Only accept returning of array passed into"):
         middle(arange())
 
+    @njit(_nrt=False)
+    def middle_in_a_tuple(a: Any) -> Any:  # not refused: boxed as its argument, whole
+        return a[1:3], 1
+
+    a, x = arange(), np.arange(6.0)
+    assert middle_in_a_tuple(x)[0] is x  # Numba's own boxing of such an ndarray
+    assert middle_in_a_tuple(a)[0] is a
+    assert middle_in_a_tuple(In(a))[0] is a
+
 
 def test_no_meminfo_is_made_and_nothing_leaks() -> None:
     a = arange(8)
