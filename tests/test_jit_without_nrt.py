@@ -3,7 +3,8 @@
 Such code has no NRT meminfos: the unboxing must neither make nor count references on one
 (it failed to compile, "NRT required but not enabled"), and keeps the argument's host buffer
 alive by a Python reference released after the call. The coherence rules are those of any
-``@njit`` call. Tests marked ``device`` need the CUDA simulator or a GPU (tier 2/3).
+``@njit`` call. Tests marked ``device`` need the CUDA simulator or a GPU (tier 2/3). The
+fast-path tests of tests/test_numba_cpu.py run with and without NRT.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from numba.core.runtime import _nrt_python, rtsys
 
 import smartarray
 from smartarray import In, InOut, SmartArray
-from smartarray._numba import cpu as numba_cpu
 
 # --- jitted functions (compiled once per process) -------------------------------------------
 
@@ -196,49 +196,6 @@ def test_jit_view_kept_alive_until_the_call_returns() -> None:
     np.testing.assert_array_equal(a.get("host"), [[5.0, 6.0], [2.0, 3.0]])
 
 
-@pytest.fixture
-def slow_path_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], Any, Any]:
-    """Fresh ``_nrt=False`` functions (a writer and a reader), and the list of their
-    slow-path calls (their ``write`` flag)."""
-    calls: list[bool] = []
-    original = numba_cpu.host_for_jit_nonrt
-
-    def counting(obj: Any, write: bool = True) -> np.ndarray:
-        calls.append(write)
-        return original(obj, write)
-
-    # Compiled code fetches its helpers on its first call: functions compiled and first
-    # called after this patch call the counting helper whenever they take the slow path.
-    monkeypatch.setattr(numba_cpu, "host_for_jit_nonrt", counting)
-
-    @njit(_nrt=False)
-    def touch(a: Any) -> None:
-        if a.size < 0:  # never runs, but makes ``a`` a possibly written argument
-            a[0] = 0
-
-    @njit(_nrt=False)
-    def look(a: Any) -> None:  # a reader: inferred read-only
-        pass
-
-    return calls, touch, look
-
-
-def test_fast_path_skips_python_once_state_is_settled(
-    slow_path_calls: tuple[list[bool], Any, Any],
-) -> None:
-    calls, touch, look = slow_path_calls
-    a = arange()
-    for _ in range(5):
-        touch(a)
-    assert calls == [True]  # first call only: the jit view did not exist yet
-    for _ in range(5):
-        look(In(a))
-    assert calls == [True, False]
-    for _ in range(5):
-        look(a)  # inferred read-only: the same read-only jit view, already made
-    assert calls == [True, False]
-
-
 _SCRIPT = textwrap.dedent(
     """
     import numpy as np
@@ -325,28 +282,3 @@ def test_device_only_array_is_downloaded_once() -> None:
     assert (t.h2d_count, t.d2h_count) == (0, 1)
     assert a.location == "host"
     np.testing.assert_array_equal(a.get("host"), np.full(8, 4.0))
-
-
-@pytest.mark.device
-def test_fast_path_only_when_nothing_to_do(
-    slow_path_calls: tuple[list[bool], Any, Any],
-) -> None:
-    calls, touch, look = slow_path_calls
-    a = arange(4).to_gpu()
-    look(In(a))
-    look(In(a))
-    assert calls == [False]  # state BOTH: fine for a reader
-    a._alloc._device_event = object()  # device work pending: the slow path waits for it
-    try:
-        look(In(a))
-    finally:
-        a._alloc._device_event = None
-    assert calls == [False, False]
-    touch(a)  # a writer needs state HOST: slow path, then fast
-    touch(a)
-    assert calls == [False, False, True]
-    assert a.location == "host"
-    inc[1, 32](a)  # device current: the next call must download
-    with smartarray.track_transfers() as t:
-        touch(a)
-    assert calls == [False, False, True, True] and t.d2h_count == 1
