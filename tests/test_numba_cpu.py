@@ -182,12 +182,14 @@ def arange(n: int = 10) -> SmartArray:
 def test_registration_is_idempotent() -> None:
     wrapped = (types.Array.unify, types.Array.can_convert_to)
     hooks = (Dispatcher._search_new_conversions, Dispatcher.get_call_template)
+    can_compile = Dispatcher.__dict__["_can_compile"]
     numba_cpu._init_extension()
     numba_cpu._teach_plain_array()
     numba_cpu._teach_plain_array()
     numba_signatures.install_dispatcher_hooks()
     assert (types.Array.unify, types.Array.can_convert_to) == wrapped  # not wrapped twice
     assert (Dispatcher._search_new_conversions, Dispatcher.get_call_template) == hooks
+    assert Dispatcher.__dict__["_can_compile"] is can_compile
     assert ident(arange()) is not None
 
 
@@ -575,12 +577,15 @@ def test_stale_compiled_layout_is_refused() -> None:
 # --- fast path and overhead ------------------------------------------------------------------
 
 
-@pytest.fixture
-def slow_path_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], Any, Any]:
-    """Fresh jitted functions (a writer and a reader), and the list of their slow-path calls
-    (their ``write`` flag)."""
+def _count_slow_path_calls(
+    monkeypatch: pytest.MonkeyPatch, nrt: bool
+) -> tuple[list[bool], Any, Any]:
+    """Fresh jitted functions (a writer and a reader), compiled with NRT or without it
+    (``_nrt=False``: the unboxing takes the jit view itself, and its slow path is
+    ``host_for_jit_nonrt``), and the list of their slow-path calls (their ``write`` flag)."""
     calls: list[bool] = []
-    original = numba_cpu.host_for_jit
+    name = "host_for_jit" if nrt else "host_for_jit_nonrt"
+    original = getattr(numba_cpu, name)
 
     def counting(obj: Any, write: bool = True) -> np.ndarray:
         calls.append(write)
@@ -588,24 +593,39 @@ def slow_path_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], Any, A
 
     # Compiled code fetches its helpers on its first call: a function compiled and first
     # called after this patch calls the counting helper whenever it takes the slow path.
-    monkeypatch.setattr(numba_cpu, "host_for_jit", counting)
+    monkeypatch.setattr(numba_cpu, name, counting)
 
-    @njit
+    @njit(_nrt=nrt)
     def touch(a: Any) -> None:
         if a.size < 0:  # never runs, but makes ``a`` a possibly written argument
             a[0] = 0
 
-    @njit
+    @njit(_nrt=nrt)
     def look(a: Any) -> None:  # a reader: inferred read-only
         pass
 
     return calls, touch, look
 
 
+@pytest.fixture
+def slow_path_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], Any, Any]:
+    """:func:`_count_slow_path_calls` with NRT (the list counts any function compiled with
+    NRT after the patch)."""
+    return _count_slow_path_calls(monkeypatch, nrt=True)
+
+
+@pytest.fixture(params=[True, False], ids=["nrt", "without nrt"])
+def slow_path_calls_any_runtime(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[bool], Any, Any]:
+    """:func:`_count_slow_path_calls` with NRT and without it."""
+    return _count_slow_path_calls(monkeypatch, nrt=request.param)
+
+
 def test_fast_path_skips_python_once_state_is_settled(
-    slow_path_calls: tuple[list[bool], Any, Any],
+    slow_path_calls_any_runtime: tuple[list[bool], Any, Any],
 ) -> None:
-    calls, touch, look = slow_path_calls
+    calls, touch, look = slow_path_calls_any_runtime
     a = arange()
     for _ in range(5):
         touch(a)
@@ -708,9 +728,9 @@ def test_view_returned_from_jit_shares_device_state() -> None:
 
 @pytest.mark.device
 def test_fast_path_only_when_nothing_to_do(
-    slow_path_calls: tuple[list[bool], Any, Any],
+    slow_path_calls_any_runtime: tuple[list[bool], Any, Any],
 ) -> None:
-    calls, touch, look = slow_path_calls
+    calls, touch, look = slow_path_calls_any_runtime
     a = arange(4).to_gpu()
     look(In(a))
     look(In(a))

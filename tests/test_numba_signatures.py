@@ -7,12 +7,13 @@ ledger with a device copy (tiers 2 and 3).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numba
 import numpy as np
 import pytest
-from helpers import inc
+from helpers import inc, run_in_threads
 from numba import cuda, njit, types
 
 import smartarray
@@ -20,6 +21,14 @@ from smartarray import In, SmartArray, SmartArrayType
 from smartarray._numba.signatures import twin_signature
 
 READONLY_1D = types.Array(types.float64, 1, "A", readonly=True)
+
+
+def outcome(func: Any, *args: Any) -> Any:
+    """``func(*args)``, or the exception it raised."""
+    try:
+        return func(*args)
+    except Exception as exc:
+        return exc
 
 
 def compilations(dispatcher: Any) -> int:
@@ -170,6 +179,70 @@ def test_jit_to_jit_call_uses_the_twin() -> None:
     np.testing.assert_array_equal(r.get("host"), [0.0, 1.0])
     r2 = calls_head(np.arange(6.0))
     assert type(r2) is np.ndarray
+
+
+# --- threads ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("from_jit", [False, True])
+def test_twin_compilation_leaves_other_threads_frozen(
+    monkeypatch: pytest.MonkeyPatch, from_jit: bool
+) -> None:
+    # Thread 0 compiles the twin, paused inside the compilation; meanwhile threads 1 and 2
+    # call the same function with plain arguments and must see it exactly as frozen as it is
+    # without smartarray: normal dispatch with a scalar conversion, a TypeError for an array
+    # type no signature takes (not "compilation disabled", not a new specialisation).
+    @njit("float64(float64[:], float64)")
+    def weighted(a: Any, w: float) -> float:
+        return a.sum() * w
+
+    @njit
+    def calls_weighted(a: Any, w: float) -> float:
+        return weighted(a, w)
+
+    in_compilation, others_done = threading.Event(), threading.Event()
+    lock, finished = threading.Lock(), []
+    compile_overload = weighted._compiler.compile
+
+    def paused(*args: Any, **kws: Any) -> Any:
+        in_compilation.set()
+        # Bounded: where the other threads cannot finish before this compilation does (they
+        # wait for the compiler lock held here), the test fails instead of hanging.
+        others_done.wait(timeout=5)
+        return compile_overload(*args, **kws)
+
+    monkeypatch.setattr(weighted._compiler, "compile", paused)
+    declared = set(weighted.signatures)
+    calls = {
+        "conversion": (np.ones(3), 2),  # the int 2 converts to float64
+        "wrong type": (np.arange(3), 1.0),  # int64 array: no signature takes it
+    }
+    seen: dict[str, Any] = {}
+
+    def worker(k: int) -> None:
+        if k == 0:
+            seen["twin"] = (calls_weighted if from_jit else weighted)(arange(4), 2.0)
+            return
+        name = list(calls)[k - 1]
+        try:
+            assert in_compilation.wait(timeout=60)
+            seen[name + " can compile"] = weighted._can_compile
+            seen[name] = outcome(weighted, *calls[name])
+        finally:
+            with lock:
+                finished.append(k)
+                if len(finished) == len(calls):
+                    others_done.set()
+
+    run_in_threads(worker, 1 + len(calls))
+    assert seen["twin"] == 12.0
+    assert seen["conversion"] == 6.0
+    assert type(seen["wrong type"]) is TypeError
+    assert "No matching definition" in str(seen["wrong type"])
+    assert seen["conversion can compile"] is seen["wrong type can compile"] is False
+    twin = (smartarray.numba_type(np.float64, 1), types.float64)
+    assert set(weighted.signatures) == {*declared, twin}  # nothing for the int64 array
+    assert weighted._can_compile is False
 
 
 # --- no twin: the clear error ----------------------------------------------------------------

@@ -9,7 +9,9 @@
   instance dicts only, whether that would change anything (host copy current, device copy
   already stale or the argument read-only); only then does it call :func:`host_for_jit`.
   Otherwise it copies the view's cached native struct (:func:`_jit_native`), whose meminfo
-  is kept by the SmartArray: no NRT allocation per call.
+  is kept by the SmartArray: no NRT allocation per call. Code compiled without NRT
+  (``_nrt=False``) takes the cached jit view instead, and holds a reference to it for the
+  call (:func:`_unbox_without_nrt`).
 * Boxing: a returned array derived from an argument's jit view comes back as that argument
   (same object) or as a SmartArray view sharing its coherence state; any other array comes
   back as a new SmartArray. Arrays that Numba types as plain arrays (results of some
@@ -130,7 +132,12 @@ def _jit_native(array: SmartArray, view: np.ndarray, write: bool) -> None:
 
 
 def _owner_of(host: Any) -> SmartArray | None:
-    """The SmartArray whose jit host view is ``host`` (or None)."""
+    """The SmartArray whose jit host view is ``host``, or that ``host`` is or wraps (the
+    ``parent`` of an argument unboxed without NRT is the argument itself), or None."""
+    if isinstance(host, SmartArray):
+        return host
+    if isinstance(host, _Intent):
+        return host.array
     base = getattr(host, "base", None)
     while type(base) is np.ndarray:
         base = base.base
@@ -146,6 +153,28 @@ def host_for_jit(obj: Any, write: bool = True) -> np.ndarray:
     mutable), marks the device copy stale. The compiled fast path skips this call when the
     allocation is already in the state this call would leave it in.
     """
+    return _prepare_host(obj, write, native=True)
+
+
+def host_for_jit_readonly(obj: Any) -> np.ndarray:
+    """:func:`host_for_jit` for a read-only argument type: the device copy stays valid."""
+    return host_for_jit(obj, write=False)
+
+
+def host_for_jit_nonrt(obj: Any, write: bool = True) -> np.ndarray:
+    """:func:`host_for_jit` for code compiled without Numba's runtime (``_nrt=False``): the
+    same state changes, but no native struct with an NRT meminfo is cached (that code cannot
+    count references on one)."""
+    return _prepare_host(obj, write, native=False)
+
+
+def host_for_jit_readonly_nonrt(obj: Any) -> np.ndarray:
+    """:func:`host_for_jit_nonrt` for a read-only argument type."""
+    return host_for_jit_nonrt(obj, write=False)
+
+
+def _prepare_host(obj: Any, write: bool, native: bool) -> np.ndarray:
+    """The body of the unboxing helpers; ``native``: also cache :func:`_jit_native`."""
     if isinstance(obj, SmartArray):
         array = obj
     elif isinstance(obj, _Intent):
@@ -166,13 +195,9 @@ def host_for_jit(obj: Any, write: bool = True) -> np.ndarray:
         if write:
             alloc.mark_changed("host")
         view = _jit_view(array, write)
-        _jit_native(array, view, write)
+        if native:
+            _jit_native(array, view, write)
         return view
-
-
-def host_for_jit_readonly(obj: Any) -> np.ndarray:
-    """:func:`host_for_jit` for a read-only argument type: the device copy stays valid."""
-    return host_for_jit(obj, write=False)
 
 
 def smartarray_from_jit(result: np.ndarray, parent: Any) -> SmartArray:
@@ -180,7 +205,9 @@ def smartarray_from_jit(result: np.ndarray, parent: Any) -> SmartArray:
 
     ``parent`` is the host ndarray the result was derived from (Numba's array ``parent``), if
     any: the argument's own jit host view gives back the argument itself (``result is
-    parent``) or a SmartArray view sharing its coherence state. Views Numba makes without a
+    parent``) or a SmartArray view sharing its coherence state. In code compiled without NRT
+    the parent is the argument (SmartArray, intent or ndarray) and the result is the parent
+    (the only arrays such code may return are its arguments). Views Numba makes without a
     parent (``np.broadcast_to``, ``as_strided``, ``sliding_window_view``) still point into
     the argument's memory: their NRT meminfo (the boxed ndarray's ``base``) holds the jit
     host view they came from, so they too come back as views of the argument, read-only
@@ -214,6 +241,8 @@ _OBJECTS = (
     "host_for_jit",
     "host_for_jit_readonly",
     "smartarray_from_jit",
+    "host_for_jit_nonrt",
+    "host_for_jit_readonly_nonrt",
 )
 _ATTRS = (
     "array",
@@ -223,12 +252,14 @@ _ATTRS = (
     "_device_event",
     "_jit_rw_native",
     "_jit_ro_native",
+    "_jit_rw",
+    "_jit_ro",
 )
 _LAYOUT = _OBJECTS + _ATTRS
-_CLS, _HOST, _BOTH, _HOST_FOR_JIT, _HOST_FOR_JIT_RO, _FROM_JIT = range(len(_OBJECTS))
-_ARRAY, _ALLOC, _STATE, _HOST_EVENT, _DEVICE_EVENT, _JIT_RW, _JIT_RO = range(  # (natives)
-    len(_OBJECTS), len(_LAYOUT)
-)
+(_CLS, _HOST, _BOTH, _HOST_FOR_JIT, _HOST_FOR_JIT_RO, _FROM_JIT, _HOST_FOR_JIT_NONRT,
+ _HOST_FOR_JIT_RO_NONRT) = range(len(_OBJECTS))  # fmt: skip
+(_ARRAY, _ALLOC, _STATE, _HOST_EVENT, _DEVICE_EVENT, _JIT_RW, _JIT_RO, _JIT_RW_VIEW,
+ _JIT_RO_VIEW) = range(len(_OBJECTS), len(_LAYOUT))  # fmt: skip
 
 
 def _jit_constants(layout: tuple[str, ...]) -> tuple[Any, ...]:
@@ -246,6 +277,8 @@ def _jit_constants(layout: tuple[str, ...]) -> tuple[Any, ...]:
         host_for_jit,
         host_for_jit_readonly,
         smartarray_from_jit,
+        host_for_jit_nonrt,
+        host_for_jit_readonly_nonrt,
     )
     return objects + tuple(sys.intern(name) for name in _ATTRS)
 
@@ -365,7 +398,8 @@ def _fast_host_view(
     c: Any, typ: SmartArrayType, obj: Any, const: list[Any], out: Any, writes: bool
 ) -> None:
     """Store in ``out`` the cached native struct of ``obj``'s jit view (:func:`_jit_native`,
-    a borrowed reference) if there is one and no state change is needed.
+    a borrowed reference) if there is one and no state change is needed; in code compiled
+    without NRT, the jit view itself (:func:`_jit_view`, borrowed too).
 
     That is when :func:`host_for_jit` would neither copy, wait nor change the state: the host
     copy is current with no pending copy into or out of it (``_host_event`` is None) and, for
@@ -397,7 +431,11 @@ def _fast_host_view(
     with builder.if_then(cgutils.is_not_null(builder, arr), likely=True):
         arr_dict = _instance_dict(c, arr)
         with builder.if_then(cgutils.is_not_null(builder, arr_dict), likely=True):
-            native = _dict_get(c, arr_dict, const[_JIT_RW] if writes else const[_JIT_RO])
+            if c.context.enable_nrt:
+                key = const[_JIT_RW] if writes else const[_JIT_RO]
+            else:
+                key = const[_JIT_RW_VIEW] if writes else const[_JIT_RO_VIEW]
+            native = _dict_get(c, arr_dict, key)
             alloc = _dict_get(c, arr_dict, const[_ALLOC])
             found = builder.and_(
                 cgutils.is_not_null(builder, native), cgutils.is_not_null(builder, alloc)
@@ -467,10 +505,13 @@ def _typeof_smartarray(val: SmartArray, c: Any) -> SmartArrayType:
 @unbox(SmartArrayType)
 def _unbox_smartarray(typ: SmartArrayType, obj: Any, c: Any) -> NativeValue:
     builder, pyapi = c.builder, c.pyapi
+    nrt = c.context.enable_nrt
     nativeary = c.context.make_array(typ)(c.context, c.builder)
     result = cgutils.alloca_once_value(builder, nativeary._getvalue())
     error = cgutils.alloca_once_value(builder, cgutils.true_bit)
     native = cgutils.alloca_once_value(builder, pyapi.get_null_object())
+    # Without NRT: the jit view handed to the call (a new reference, released after it).
+    held = cgutils.alloca_once_value(builder, pyapi.get_null_object())
     const, failed = _constants(c)
     # A writable argument the function provably never writes is unboxed like a read-only
     # one: its device copy stays valid (decided once, per compiled overload). An explicit
@@ -479,6 +520,10 @@ def _unbox_smartarray(typ: SmartArrayType, obj: Any, c: Any) -> NativeValue:
     _refuse_lasting_containers(found)
     writes = typ.mutable and may_be_written(found)
     inferred = typ.mutable and not writes
+    if nrt:
+        write_helper, read_helper = const[_HOST_FOR_JIT], const[_HOST_FOR_JIT_RO]
+    else:
+        write_helper, read_helper = const[_HOST_FOR_JIT_NONRT], const[_HOST_FOR_JIT_RO_NONRT]
     with builder.if_then(builder.not_(failed), likely=True):
         bare = builder.icmp_unsigned("==", pyapi.get_type(obj), const[_CLS])
         if inferred:
@@ -489,20 +534,63 @@ def _unbox_smartarray(typ: SmartArrayType, obj: Any, c: Any) -> NativeValue:
         cached = builder.load(native)
         with builder.if_else(cgutils.is_not_null(builder, cached), likely=True) as (fast, slow):
             with fast:
-                _load_native(c, typ, cached, result, error)
+                if nrt:
+                    _load_native(c, typ, cached, result, error)
+                else:
+                    pyapi.incref(cached)
+                    builder.store(cached, held)
             with slow:
                 if inferred:
-                    helper = builder.select(bare, const[_HOST_FOR_JIT_RO], const[_HOST_FOR_JIT])
+                    helper = builder.select(bare, read_helper, write_helper)
                 else:
-                    helper = const[_HOST_FOR_JIT] if writes else const[_HOST_FOR_JIT_RO]
+                    helper = write_helper if writes else read_helper
                 view = pyapi.call_function_objargs(helper, [obj])
-                with builder.if_then(cgutils.is_not_null(builder, view), likely=True):
-                    unboxed = c.unbox(typ.plain_array, view)
-                    # The meminfo made by the array unboxing holds a reference to the view.
-                    pyapi.decref(view)
-                    builder.store(unboxed.value, result)
-                    builder.store(unboxed.is_error, error)
-    return NativeValue(builder.load(result), is_error=builder.load(error))
+                if nrt:
+                    with builder.if_then(cgutils.is_not_null(builder, view), likely=True):
+                        unboxed = c.unbox(typ.plain_array, view)
+                        # The meminfo made by the array unboxing holds a reference to the view.
+                        pyapi.decref(view)
+                        builder.store(unboxed.value, result)
+                        builder.store(unboxed.is_error, error)
+                else:
+                    builder.store(view, held)
+    if nrt:
+        return NativeValue(builder.load(result), is_error=builder.load(error))
+    _unbox_without_nrt(c, typ, obj, held, result, error)
+
+    def release() -> None:
+        # After the call (Numba's call wrapper runs this only if the unboxing succeeded):
+        # the compiled code no longer uses the jit view's memory.
+        pyapi.decref(builder.load(held))
+
+    return NativeValue(builder.load(result), is_error=builder.load(error), cleanup=release)
+
+
+def _unbox_without_nrt(
+    c: Any, typ: SmartArrayType, obj: Any, held: Any, result: Any, error: Any
+) -> None:
+    """Unbox the jit view in ``held`` (a new reference, or NULL after a failed helper call)
+    the way Numba unboxes an ndarray without NRT: no meminfo, a borrowed ``parent``.
+
+    Numba's convention is that ``parent`` is the argument object, which the caller keeps alive
+    until the result is boxed, so the parent is set to ``obj`` (the SmartArray, intent or
+    ndarray passed); the caller does not hold the jit view, which the unboxing therefore
+    keeps (``held``) until the call's cleanup, as Numba keeps a ``Py_buffer`` it unboxed: a
+    shape change or anything else that drops the view from the SmartArray during the call
+    (a ``nogil`` function, a ctypes callback) cannot free it under the compiled code. Boxing
+    runs after that cleanup and reads only the parent.
+    """
+    builder, pyapi = c.builder, c.pyapi
+    view = builder.load(held)
+    with builder.if_then(cgutils.is_not_null(builder, view), likely=True):
+        unboxed = c.unbox(typ.plain_array, view)
+        array = c.context.make_array(typ.plain_array)(c.context, builder, value=unboxed.value)
+        array.parent = obj
+        builder.store(array._getvalue(), result)
+        builder.store(unboxed.is_error, error)
+        with builder.if_then(unboxed.is_error, likely=False):
+            pyapi.decref(view)
+            builder.store(pyapi.get_null_object(), held)
 
 
 @box(SmartArrayType)
@@ -517,7 +605,8 @@ def _box_smartarray(typ: SmartArrayType, val: Any, c: Any) -> Any:
     const, failed = _constants(c)
     with builder.if_else(failed, likely=False) as (no_constants, ok):
         with no_constants:
-            c.context.nrt.decref(builder, typ, val)  # boxing steals the reference
+            if c.context.enable_nrt:
+                c.context.nrt.decref(builder, typ, val)  # boxing steals the reference
         with ok:
             boxed = c.box(typ.plain_array, val)
             with builder.if_then(cgutils.is_not_null(builder, boxed), likely=True):

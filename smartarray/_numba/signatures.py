@@ -13,6 +13,9 @@ comes back as a SmartArray, not as a bare ndarray aliasing its host buffer; a re
 holding arrays in other containers, such as a list of arrays, is inferred). Twins are
 compiled once, through ``dispatcher.compile(signature)`` (with ``cache=True`` they are
 cached like any other signature); later calls find them in the dispatcher's overloads.
+``compile`` refuses to run on a frozen dispatcher; the freeze is lifted for the compiling
+thread alone (see :class:`_CanCompile`), so other threads calling the function meanwhile see
+it frozen, as they would without smartarray.
 A SmartArray is thus accepted exactly where an ndarray of the same type would be, and a
 call that no explicit signature accepts fails as it would for an ndarray.
 
@@ -23,14 +26,18 @@ are wrapped (idempotently, on import); nothing changes for calls without SmartAr
   exact match for Python arguments;
 * ``get_call_template``, which types a call to the function from compiled code;
 
-and ``_explain_matching_error`` names the explicit signatures when none accepts a SmartArray.
+and ``_explain_matching_error`` names the explicit signatures when none accepts a SmartArray;
+``_can_compile``, as Python code reads it, is :class:`_CanCompile`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+from numba import _dispatcher  # type: ignore[attr-defined]
 from numba.core import errors, types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.dispatcher import Dispatcher
@@ -105,6 +112,53 @@ def twin_signature(typingctx: Any, actual_args: Sequence[Any], sig: Signature) -
     return make_signature(_smartarray_version(sig.return_type), *twin_args)
 
 
+class _CanCompile:
+    """``Dispatcher._can_compile`` as Python code reads it: true also while the thread
+    reading it compiles a twin for that dispatcher (:meth:`lifted`).
+
+    The flag is a field of Numba's C dispatcher object, read directly by its call path (no
+    match: compile if the flag is set, else look for conversions, else raise TypeError) and
+    through this attribute by ``Dispatcher.compile`` (which refuses to run while it is
+    false), ``get_call_template`` and the other Python methods. Setting the field to lift
+    the freeze, as Numba's ``recompile`` does, would lift it for every thread: a plain call
+    from another thread would then go to the compiler, wait for the compiler lock and fail
+    with "compilation disabled" (or, were the lock free, compile a new signature). This
+    descriptor lifts it for the compiling thread's Python reads only; writes go to the field.
+    """
+
+    _local = threading.local()
+
+    def __init__(self, field: Any) -> None:
+        self.field = field  # the C member descriptor
+
+    def __get__(self, dispatcher: Any, owner: Any = None) -> Any:
+        if dispatcher is None:
+            return self
+        if id(dispatcher) in getattr(self._local, "compiling", ()):
+            return True
+        return self.field.__get__(dispatcher, owner)
+
+    def __set__(self, dispatcher: Any, value: bool) -> None:
+        self.field.__set__(dispatcher, value)
+
+    @classmethod
+    @contextmanager
+    def lifted(cls, dispatcher: Any) -> Iterator[None]:
+        """Let this thread compile for the frozen ``dispatcher`` (nestable)."""
+        compiling = getattr(cls._local, "compiling", None)
+        if compiling is None:
+            compiling = cls._local.compiling = set()
+        key = id(dispatcher)
+        if key in compiling:
+            yield
+            return
+        compiling.add(key)
+        try:
+            yield
+        finally:
+            compiling.discard(key)
+
+
 def compile_twins(dispatcher: Any, actual_args: Sequence[Any]) -> int:
     """Compile the SmartArray twins of ``dispatcher``'s explicit signatures that accept
     arguments of types ``actual_args`` (each once); return how many were compiled."""
@@ -116,18 +170,14 @@ def compile_twins(dispatcher: Any, actual_args: Sequence[Any]) -> int:
             twin = twin_signature(dispatcher.typingctx, actual_args, sig)
             if twin is None or tuple(twin.args) in dispatcher.overloads:
                 continue
-            # A frozen dispatcher refuses to compile; Numba's own recompile() lifts the
-            # freeze the same way, under the same lock.
-            dispatcher._can_compile = True
-            try:
+            # A frozen dispatcher refuses to compile: lifted for this thread only.
+            with _CanCompile.lifted(dispatcher):
                 try:
                     dispatcher.compile(twin)
                 except errors.TypingError:
                     # The return type holds arrays inside something a SmartArray type cannot
                     # convert to (a list of arrays, say): let Numba infer it for the twin.
                     dispatcher.compile(tuple(twin.args))
-            finally:
-                dispatcher._can_compile = False
             compiled += 1
     return compiled
 
@@ -179,7 +229,11 @@ def _wrap_explain_matching_error(original: Callable[..., Any]) -> Callable[..., 
 
 
 def install_dispatcher_hooks() -> None:
-    """Wrap the Dispatcher methods described in the module docstring (once)."""
+    """Wrap the Dispatcher methods described in the module docstring (once), and install
+    :class:`_CanCompile`."""
+    if not isinstance(Dispatcher.__dict__.get("_can_compile"), _CanCompile):
+        dispatcher_class: Any = Dispatcher  # (the attribute is not declared to mypy)
+        dispatcher_class._can_compile = _CanCompile(_dispatcher.Dispatcher.__dict__["_can_compile"])
     wrappers: tuple[tuple[str, Callable[[Callable[..., Any]], Any]], ...] = (
         ("_search_new_conversions", _wrap_search_new_conversions),
         ("get_call_template", _wrap_get_call_template),
