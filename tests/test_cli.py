@@ -129,7 +129,7 @@ def test_bench_dask_without_dask_says_what_to_install(tmp_path: Path) -> None:
     )
     proc = run_python(["-c", script], simulator=True, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "the dask benchmark needs pip install 'smartarray[dask]'" in proc.stdout
+    assert "the dask benchmark needs dask: pip install -e '.[dask]'" in proc.stdout
     assert not list(tmp_path.iterdir())
 
 

@@ -35,7 +35,7 @@ KEY_OUTPUT = {
     "dask_pipeline": ["2 worker processes", "each chunk crossed the bus twice in all"],
 }
 # Examples that need an optional dependency group: skipped without it.
-NEEDS = {"dask_pipeline": ("distributed", "smartarray[dask]")}
+NEEDS = {"dask_pipeline": ("distributed", 'the [dask] extra: pip install -e ".[dask]"')}
 
 
 def run_example(path: Path) -> subprocess.CompletedProcess[str]:
@@ -69,3 +69,27 @@ def test_example_without_cuda_says_how_to_run_it(path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert f"NUMBA_ENABLE_CUDASIM=1 python examples/{path.name}" in proc.stderr
+
+
+_WITHOUT_DASK = """
+import importlib.abc, runpy, sys
+
+class NoDask(importlib.abc.MetaPathFinder):  # as if dask and distributed were not installed
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("dask", "distributed"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoDask())
+sys.argv = ["examples/dask_pipeline.py"]
+runpy.run_path("examples/dask_pipeline.py", run_name="__main__")
+"""
+
+
+def test_dask_example_without_dask_says_what_to_install() -> None:
+    proc = run_python(["-c", _WITHOUT_DASK], simulator=not ON_GPU, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "needs dask and dask.distributed" in proc.stderr
+    assert "(No module named 'dask')" in proc.stderr
+    assert 'pip install -e ".[dask]"' in proc.stderr

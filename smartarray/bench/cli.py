@@ -35,9 +35,10 @@ dask (``--dask``, instead of the above)
     A chunked kernel pipeline on a LocalCluster of 1 and of 2 worker processes: the copies
     each worker made, and (meaningful on a GPU) wall time; see :mod:`smartarray.bench.dask`.
 
-Results are printed as tables and written to ``<out>/bench-<tier>.json`` and, when matplotlib
-is installed (``pip install smartarray[plot]``), ``<out>/bench-<tier>.png``. On a machine with
-no CUDA at all the benchmarks re-run themselves in a subprocess with ``NUMBA_ENABLE_CUDASIM=1``.
+Results are printed as tables and written to ``<out>/bench-<tier>.json`` and, when
+matplotlib is installed (``pip install -e ".[plot]"`` in a checkout),
+``<out>/bench-<tier>.png``. On a machine with no CUDA at all the benchmarks re-run themselves
+in a subprocess with ``NUMBA_ENABLE_CUDASIM=1``.
 """
 
 from __future__ import annotations
@@ -615,7 +616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if write_plot(results, stem.with_suffix(".png")):
             print(f"wrote {stem.with_suffix('.png')}")
         else:
-            print("no plot: matplotlib is not installed (pip install 'smartarray[plot]')")
+            print("no plot: matplotlib is not installed (pip install -e '.[plot]' in a checkout)")
     return 0
 
 
@@ -625,7 +626,7 @@ def _run_dask(args: argparse.Namespace) -> int:
         import dask.array  # noqa: F401
         import distributed  # noqa: F401
     except ImportError as exc:
-        print(f"the dask benchmark needs pip install 'smartarray[dask]' ({exc})")
+        print(f"the dask benchmark needs dask: pip install -e '.[dask]' in a checkout ({exc})")
         return 1
     from . import dask as bench_dask
 
