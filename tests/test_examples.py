@@ -34,6 +34,8 @@ KEY_OUTPUT = {
     "migrate_from_numba_smartarray": ["legacy_transpose_twice", "legacy_jit_and_numpy"],
     "dask_pipeline": ["2 worker processes", "each chunk crossed the bus twice in all"],
 }
+# Examples whose lines with "location=" print aligned columns.
+ALIGNED = {"heat_chain"}
 # Examples that need an optional dependency group: skipped without it.
 NEEDS = {"dask_pipeline": ("distributed", 'the [dask] extra: pip install -e ".[dask]"')}
 
@@ -44,6 +46,12 @@ def run_example(path: Path) -> subprocess.CompletedProcess[str]:
 
 def test_every_example_has_expected_output() -> None:
     assert sorted(p.stem for p in EXAMPLES) == sorted(KEY_OUTPUT)
+
+
+def test_getting_started_names_every_example() -> None:
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    missing = [p.name for p in EXAMPLES if f"`{p.name}`" not in page]
+    assert not missing, f"docs/getting-started.md does not list {missing}"
 
 
 @pytest.mark.device
@@ -58,6 +66,11 @@ def test_example_runs(path: Path) -> None:
     assert "ledger: host->device:" in proc.stdout, output
     for line in KEY_OUTPUT[path.stem]:
         assert line in proc.stdout, f"missing {line!r} in:\n{output}"
+    if path.stem in ALIGNED:  # its step lines print columns: each starts at one place
+        rows = [line for line in proc.stdout.splitlines() if "location=" in line]
+        assert len(rows) >= 3, output
+        for column in ("location=", "("):
+            assert len({line.index(column) for line in rows}) == 1, "\n".join(rows)
 
 
 @pytest.mark.hostonly
