@@ -182,3 +182,47 @@ def test_throughput_report_checks_the_target_per_smartarray_row() -> None:
 def test_throughput_benchmark_needs_a_gpu() -> None:
     proc = run_python(["-m", "smartarray.bench.throughput"], simulator=True, timeout=120)
     assert proc.returncode != 0 and "needs a real CUDA GPU" in proc.stderr
+
+
+def test_gpu_plot_is_a_readable_grid_of_named_ratios(tmp_path: Path) -> None:
+    # issue 24: the GPU plot was a 2420x462 strip, variants named (a)/(b)/(c) and 1.-4b, on a
+    # log scale that hid the 1.2-1.6x ratios the text is about.
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.image
+    import matplotlib.pyplot as plt
+
+    from smartarray.bench import cli
+
+    recorded = Path(__file__).resolve().parents[1] / "docs" / "img" / "bench-gpu.json"
+    results = json.loads(recorded.read_text())
+    with plt.rc_context({"font.size": cli.PLOT_FONT_SIZE}):
+        fig = cli.plot_figure(results, plt)
+    try:
+        assert len(fig.axes) == 4 and fig.get_size_inches()[0] / fig.get_size_inches()[1] < 1.5
+        chain_time, add_time = fig.axes[2:]
+        texts = {t.get_text() for ax in fig.axes for t in ax.texts}
+        for row in results["transfers"]["chain"] + results["transfers"]["add"]:
+            assert row["label"] in texts  # every variant named in full
+        for ax in (chain_time, add_time):
+            assert ax.get_xscale() == "linear" and ax.get_xlim()[0] == 0
+            assert "hand-managed device arrays" in ax.get_xlabel()
+        widths = [round(bar.get_width(), 2) for bar in chain_time.patches]
+        assert widths == [1.56, 1.23]  # (c) / (b) at 2^10 and 2^22
+        widths = [round(bar.get_width(), 2) for bar in add_time.patches]
+        assert widths == [1.33, 1.22]  # out= / stage 3; new result / stage 2
+        assert "n = 2^22: SmartArrays 5.02 ms, hand-managed 4.08 ms" in texts
+        assert any("target 1.05x" in t.get_text() for t in chain_time.get_legend().get_texts())
+    finally:
+        plt.close(fig)
+    # Written at 100 dpi: the docs' PNG is this figure, regenerated from the recorded results.
+    assert cli.write_plot(results, tmp_path / "gpu.png")
+    shape = matplotlib.image.imread(tmp_path / "gpu.png").shape
+    assert shape[:2] == (1000, 1300)
+    assert matplotlib.image.imread(recorded.with_suffix(".png")).shape[:2] == shape[:2]
+    # Without timings (simulator): the transfer row alone.
+    del results["timings"]
+    assert cli.write_plot(results, tmp_path / "sim.png")
+    assert matplotlib.image.imread(tmp_path / "sim.png").shape[:2] == (500, 1300)
