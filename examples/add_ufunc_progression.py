@@ -10,13 +10,10 @@ Numba's CUDA tutorials speed up an ``add_ufunc(x, y)`` in steps:
 Steps 2 to 4 therefore print the same copy counts (each input up once, the result down once
 to check it); what changes is who writes the copies, and step 2's allocation per call.
 
-On a real GPU the steps call ``@vectorize(target='cuda')`` (in step 4 with SmartArrays passed
-straight in: the inputs stay current on both sides, ``out=`` is written on the device) and are
-timed. CUDA
-ufuncs cannot run in Numba's CUDA simulator at all, so in the simulator (and this is printed)
-the same progression calls an equivalent ``@cuda.jit`` add kernel, with ``In``/``Out`` hints
-standing for what the ufunc copies, and only transfer counts are shown: simulator timings
-mean nothing.
+Every step calls the same ``@vectorize(target='cuda')`` ufunc (in step 4 with SmartArrays
+passed straight in: the inputs stay current on both sides, ``out=`` is written on the device).
+On a real GPU the steps are timed; in Numba's CUDA simulator (where smartarray makes CUDA
+ufuncs work) only transfer counts are shown: simulator timings mean nothing.
 
 Run with a GPU, or anywhere with the CUDA simulator::
 
@@ -42,14 +39,7 @@ THREADS = 256
 BLOCKS = (N + THREADS - 1) // THREADS
 
 
-@cuda.jit
-def add_kernel(x, y, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] + y[i]
-
-
-if ON_GPU:
+if sa.tier() != "host-only":  # (without CUDA it cannot be built: see the end of the file)
 
     @vectorize(["float32(float32, float32)"], target="cuda")
     def add_ufunc(x, y):
@@ -57,14 +47,17 @@ if ON_GPU:
 
 
 def seconds_per_call(call: Callable[[], object]) -> float:
-    """Mean time of ``call()`` over CALLS calls, device synchronised (after one warm-up)."""
+    """Mean time of ``call()`` over CALLS calls, device synchronised (after one warm-up).
+
+    In the simulator the calls are made but not timed (0.0 is returned).
+    """
     call()
     cuda.synchronize()
     start = time.perf_counter()
     for _ in range(CALLS):
         call()
     cuda.synchronize()
-    return (time.perf_counter() - start) / CALLS
+    return (time.perf_counter() - start) / CALLS if ON_GPU else 0.0
 
 
 def main() -> None:
@@ -72,40 +65,22 @@ def main() -> None:
     x = np.arange(N, dtype=np.float32)
     y = 2 * x
     expected = x + y
-    if ON_GPU:
-        print(f"GPU: add_ufunc = @vectorize(['float32(float32, float32)'], target='cuda'), n={N}")
-    else:
-        print(
-            f"tier {sa.tier()}: CUDA ufuncs cannot run in the simulator, so this progression uses "
-            f"an equivalent @cuda.jit add kernel; counts only (n={N}, {CALLS} calls per step)"
-        )
+    print(f"add_ufunc = @vectorize(['float32(float32, float32)'], target='cuda'), n={N}")
+    if not ON_GPU:
+        print(f"tier {sa.tier()}: copy counts only, no timings ({CALLS} calls per step)")
     counts: dict[str, str] = {}
     times: dict[str, float] = {}
 
     # 1. Host arrays: both inputs go up and the result comes down on every call.
-    counter = CopyCounter()
-    if ON_GPU:
-        times["1"] = seconds_per_call(lambda: add_ufunc(x, y))
-        counts["1"] = "2 inputs up + 1 result down on every call (Numba's automatic copies)"
-        result = add_ufunc(x, y)
-    else:
-        result = np.empty_like(x)
-        for _ in range(CALLS):
-            add_kernel[BLOCKS, THREADS](counter.In(x), counter.In(y), counter.Out(result))
-        counts["1"] = str(counter.stats)
-        assert counter.stats.h2d_count == 2 * CALLS and counter.stats.d2h_count == CALLS
-    assert np.array_equal(result, expected)
+    times["1"] = seconds_per_call(lambda: add_ufunc(x, y))
+    counts["1"] = "2 inputs up + 1 result down on every call (Numba's automatic copies)"
+    assert np.array_equal(add_ufunc(x, y), expected)
 
     # 2. Device inputs, copied once; each call makes a new result on the device.
     counter = CopyCounter()
     d_x, d_y = counter.to_device(x), counter.to_device(y)
-    if ON_GPU:
-        times["2"] = seconds_per_call(lambda: add_ufunc(d_x, d_y))
-        d_result = add_ufunc(d_x, d_y)
-    else:
-        for _ in range(CALLS):
-            d_result = cuda.device_array_like(x)
-            add_kernel[BLOCKS, THREADS](d_x, d_y, d_result)
+    times["2"] = seconds_per_call(lambda: add_ufunc(d_x, d_y))
+    d_result = add_ufunc(d_x, d_y)
     assert np.array_equal(counter.copy_to_host(d_result), expected)  # one copy back, to check
     counts["2"] = str(counter.stats)
 
@@ -113,11 +88,7 @@ def main() -> None:
     counter = CopyCounter()
     d_x, d_y = counter.to_device(x), counter.to_device(y)
     d_out = cuda.device_array_like(x)  # uninitialised, like np.empty
-    if ON_GPU:
-        times["3"] = seconds_per_call(lambda: add_ufunc(d_x, d_y, out=d_out))
-    else:
-        for _ in range(CALLS):
-            add_kernel[BLOCKS, THREADS](d_x, d_y, d_out)
+    times["3"] = seconds_per_call(lambda: add_ufunc(d_x, d_y, out=d_out))
     assert np.array_equal(counter.copy_to_host(d_out), expected)
     counts["3"] = str(counter.stats)
 
@@ -125,13 +96,8 @@ def main() -> None:
     sx, sy = sa.SmartArray(x, label="x"), sa.SmartArray(y, label="y")
     s_out = sa.empty(N, dtype=np.float32, where="gpu")  # device-only: nothing to upload
     with sa.track_transfers() as ledger:
-        if ON_GPU:
-            # The code of step 3, with SmartArrays: inputs stay current on both sides.
-            times["4"] = seconds_per_call(lambda: add_ufunc(sx, sy, out=s_out))
-        else:
-            for _ in range(CALLS):
-                # In(): read-only inputs, whose host copies stay current; Out(): overwritten.
-                add_kernel[BLOCKS, THREADS](sa.In(sx), sa.In(sy), sa.Out(s_out))
+        # The code of step 3, with SmartArrays: inputs stay current on both sides.
+        times["4"] = seconds_per_call(lambda: add_ufunc(sx, sy, out=s_out))
         assert np.array_equal(s_out, expected)  # the host asks: one copy back
     counts["4"] = str(ledger)
     assert (ledger.h2d_count, ledger.d2h_count) == (2, 1)
@@ -143,7 +109,7 @@ def main() -> None:
         "4": "SmartArrays",
     }
     for key, title in steps.items():
-        timing = f"  {times[key] * 1e3:8.3f} ms/call" if key in times else ""
+        timing = f"  {times[key] * 1e3:8.3f} ms/call" if ON_GPU else ""
         print(f"{key}. {title:<26}{timing}  copies: {counts[key]}")
     print(
         "Steps 2-4 copy the same: each input up once, the result down once (to check it). "

@@ -7,6 +7,7 @@ are spread over a ``LocalCluster`` of two worker processes; each chunk stays on 
 worker's device between the kernel tasks, which the workers' transfer ledgers show: every
 chunk goes up once and comes down once.
 
+Needs dask and dask.distributed (``pip install -e ".[dask]"`` in a checkout of smartarray).
 Run with a GPU, or anywhere with the CUDA simulator (the worker processes inherit the
 environment variable)::
 
@@ -21,12 +22,21 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-import dask.array as da
 import numpy as np
-from dask.distributed import Client, LocalCluster
 from numba import cuda, njit
 
 import smartarray as sa
+
+try:
+    import dask.array as da
+    from dask.distributed import Client, LocalCluster
+except ImportError as error:  # the [dask] extra is not installed
+    sys.exit(
+        f"dask_pipeline.py needs dask and dask.distributed, which are not installed ({error}). "
+        "Install them with smartarray's [dask] extra, in a checkout of smartarray:\n"
+        '    pip install -e ".[dask]"\n'
+        'or on their own: pip install "dask[array]" distributed'
+    )
 
 ON_GPU = sa.tier() == "gpu"
 N = 1 << 22 if ON_GPU else 2048  # the simulator runs every CUDA thread in Python

@@ -60,6 +60,11 @@ def reference(u0: np.ndarray, steps: int) -> np.ndarray:
     return u
 
 
+def show(step: str, u: sa.SmartArray, copies: object) -> None:
+    """One line per step, in aligned columns: where u is current and what was copied."""
+    print(f"{step + ':':<26}location={u.location:<6}({copies})")
+
+
 def main() -> None:
     sa.reset_transfer_stats()
     readings = np.random.default_rng(7).normal(20.0, 5.0, N)
@@ -69,13 +74,13 @@ def main() -> None:
     v = sa.empty_like(u, where="gpu")  # device-only scratch buffer: never uploaded
     with sa.track_transfers() as t:
         normalise(u)  # @njit on the host copy: no copy
-    print(f"@njit normalise:          location={u.location}  ({t})")
+    show("@njit normalise", u, t)
     assert t.count == 0
     u0 = np.array(u)  # keep the input for the check at the end
 
     with sa.track_transfers() as t:
         u.to_gpu()  # the one upload; kernels would do it on first use anyway
-    print(f"upload:                   location={u.location}  ({t})")
+    show("upload", u, t)
 
     # --8<-- [start:chain]
     with sa.no_transfers():  # any copy in here raises smartarray.TransferError
@@ -83,11 +88,11 @@ def main() -> None:
             diffuse[BLOCKS, THREADS](sa.In(u), sa.Out(v), ALPHA)
             u, v = v, u
     # --8<-- [end:chain]
-    print(f"{STEPS} diffusion kernels:    location={u.location}  (no copies)")
+    show(f"{STEPS} diffusion kernels", u, "no copies")
 
     with sa.track_transfers() as t:
         mean, peak = summary(sa.In(u))  # @njit on the host: one copy back
-    print(f"@njit summary:            location={u.location}  ({t})")
+    show("@njit summary", u, t)
     print(f"mean {mean:.4f}, peak {peak:.4f}")
     assert t.d2h_count == 1 and u.location == "both"
 

@@ -46,6 +46,7 @@ from ._cuda.arguments import install_argument_hint_hooks
 from ._cuda.explain import ArgumentIntent, IntentReport, explain_intents
 from ._cuda.launch import install_launch_hooks
 from ._cuda.launch_guard import install_launch_guard
+from ._cuda.simulator_ufuncs import install_simulator_ufuncs
 from ._cuda.ufuncs import SmartUFunc, cuda_ufunc, install_dispatch_hooks
 from ._intents import In, InOut, Out
 from ._interop import dask as _dask
@@ -80,6 +81,7 @@ for _old, _module in _FLAT_LAYOUT_NAMES.items():
     _sys.modules.setdefault(f"{__name__}.{_old}", _module)
 
 install_dispatch_hooks()  # plain CUDA ufuncs handle SmartArrays precisely
+install_simulator_ufuncs()  # in the simulator: @vectorize/@guvectorize(target='cuda') work
 install_launch_guard()  # launches without CUDA raise DeviceUnavailableError
 install_argument_hint_hooks()  # numba.cuda.In/Out/InOut(a) act as smartarray's intents
 _dask.install()  # SmartArrays as dask chunks, whenever dask is imported (see _interop/dask.py)

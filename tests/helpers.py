@@ -11,11 +11,9 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from unittest import mock
 
 import numpy as np
 from numba import cuda
-from numpy.lib.stride_tricks import as_strided
 
 if TYPE_CHECKING:
     from smartarray import TransferStats
@@ -95,9 +93,10 @@ def inc(a):  # type: ignore[no-untyped-def]
 
 # --- numba-cuda's own CUDA ufunc dispatchers, around hand-written kernels ---------------
 #
-# The simulator cannot build @vectorize/@guvectorize(target='cuda') ufuncs, but numba-cuda's
-# dispatchers (the code that runs a CUDA ufunc call on a GPU) accept any kernel shaped like
-# the ones those decorators generate. Tests build them here; on a GPU they run unchanged.
+# numba-cuda's dispatchers (the code that runs a CUDA ufunc call) accept any kernel shaped like
+# the ones @vectorize/@guvectorize(target='cuda') generate. Tests build them here around
+# hand-written kernels, so that they can pick the kernels; on a GPU they run unchanged. (The
+# decorators themselves work in the simulator too: smartarray._cuda.simulator_ufuncs.)
 
 F8 = np.dtype(np.float64)
 
@@ -174,48 +173,21 @@ def numba_double_and_triple_rows_gufunc() -> Any:
     return CUDAGeneralizedUFunc(kernels, engine, _double)
 
 
-def _fake_broadcast_scalar_input(self: Any, ary: Any, shape: int) -> Any:
-    """``CUDAGeneralizedUFunc._broadcast_scalar_input`` for simulator device arrays."""
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-    return FakeCUDAArray(as_strided(ary._ary, shape=(shape,), strides=(0,)))
-
-
-def _fake_broadcast_add_axis(self: Any, ary: Any, newshape: tuple[int, ...]) -> Any:
-    """``CUDAGeneralizedUFunc._broadcast_add_axis`` for simulator device arrays."""
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-    added = len(newshape) - len(ary.shape)
-    strides = (0,) * added + tuple(ary.strides)
-    return FakeCUDAArray(as_strided(ary._ary, shape=newshape, strides=strides))
-
-
 @contextlib.contextmanager
 def numba_ufunc_support() -> Iterator[None]:
-    """In the simulator, supply what numba-cuda's CUDA ufunc dispatch needs and lacks there.
+    """Checks that numba-cuda's CUDA ufunc dispatch has what it needs, then runs the block.
 
-    ``cuda.is_cuda_array`` and, for ``@guvectorize(target='cuda')``, the two broadcasting
-    methods of ``CUDAGeneralizedUFunc`` (built on ``FakeCUDAArray`` and ``as_strided`` instead of
-    ``DeviceNDArray``). A test-only shim: on a GPU nothing is patched.
+    In the simulator that is ``cuda.is_cuda_array`` and the broadcasting methods of
+    ``CUDAGeneralizedUFunc``, which smartarray supplies when it is imported
+    (``smartarray._cuda.simulator_ufuncs``; this was a test-only shim before); on a GPU
+    numba-cuda has them.
     """
-    if hasattr(cuda, "is_cuda_array"):
-        yield
-        return
-    from numba.cuda.vectorizers import CUDAGeneralizedUFunc
-
-    is_cuda_ndarray = cuda.cudadrv.devicearray.is_cuda_ndarray
-    with (
-        mock.patch.object(cuda, "is_cuda_array", is_cuda_ndarray, create=True),
-        mock.patch.object(
-            CUDAGeneralizedUFunc, "_broadcast_scalar_input", _fake_broadcast_scalar_input
-        ),
-        mock.patch.object(CUDAGeneralizedUFunc, "_broadcast_add_axis", _fake_broadcast_add_axis),
-    ):
-        yield
+    assert hasattr(cuda, "is_cuda_array"), "smartarray did not install its simulator support"
+    yield
 
 
 # --- bodies of real @guvectorize(target='cuda') gufuncs (built by the tests, in the device
-# tiers, under numba_ufunc_support) ------------------------------------------------------
+# tiers) -----------------------------------------------------------------------------------
 
 GUFUNC_SIGNATURE = (["void(float64[:], float64[:])"], "()->()")
 

@@ -184,6 +184,17 @@ def test_host_only_tier_everything_else_works() -> None:
     assert a.location == "host"
 
 
+@pytest.mark.hostonly
+def test_host_only_tier_leaves_numba_cudas_ufunc_code_alone() -> None:
+    # smartarray's simulator support for CUDA ufuncs (issue 24) is for the simulator only.
+    from numba.cuda.vectorizers import CUDAVectorize
+
+    from smartarray._cuda.simulator_ufuncs import install_simulator_ufuncs
+
+    assert install_simulator_ufuncs() is False
+    assert not getattr(CUDAVectorize._compile_core, "__smartarray_simulator__", False)
+
+
 @pytest.mark.device
 def test_threads_hammering_one_array() -> None:
     """8 threads mixing host writes, device round trips and reads on one array."""

@@ -18,6 +18,10 @@ if sa.tier() == "simulator":
     pytest.skip("compile_ptx is not part of the CUDA simulator", allow_module_level=True)
 
 CC = (9, 0)
+NO_COMPILER = (
+    "the CUDA compiler libraries (NVVM/NVRTC) are not installed; they come with the [ptx] "
+    'extra: pip install -e ".[ptx]"'
+)
 
 
 def _compile(kernel, *argtypes):  # type: ignore[no-untyped-def]
@@ -25,8 +29,21 @@ def _compile(kernel, *argtypes):  # type: ignore[no-untyped-def]
         return cuda.compile_ptx(kernel, argtypes, cc=CC)
     except Exception as exc:  # NVVM/NVRTC libraries missing: not this test's subject
         if "nvvm" in str(exc).lower() or "nvrtc" in str(exc).lower():
-            pytest.skip(f"CUDA compiler libraries not installed: {exc}")
+            pytest.skip(f"{NO_COMPILER} ({exc})")
         raise
+
+
+def test_missing_compiler_libraries_skip_naming_the_ptx_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_nvrtc(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("libnvrtc.so.13: cannot open shared object file")  # as without the extra
+
+    monkeypatch.setattr(cuda, "compile_ptx", no_nvrtc)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        _compile(inc, sa.numba_type(np.float32, 1, "C"))
+    assert 'the [ptx] extra: pip install -e ".[ptx]"' in str(skipped.value)
+    assert "libnvrtc.so.13" in str(skipped.value)
 
 
 def inc(a):  # type: ignore[no-untyped-def]

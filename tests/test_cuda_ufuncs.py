@@ -1,8 +1,10 @@
-"""smartarray.cuda_ufunc: the state logic, tested with a stand-in for a CUDA ufunc.
+"""CUDA ufuncs over SmartArrays: smartarray.cuda_ufunc, the dispatch hooks, the decorators.
 
-Numba's CUDA ufuncs cannot run in the simulator, so here a stand-in with the same calling
-convention (device arrays in, ``out=``/``stream=`` keywords, a device array out) drives the
-wrapper. The real ufuncs are exercised in tests/test_gpu.py on hardware.
+A stand-in with the CUDA ufunc calling convention (device arrays in, ``out=``/``stream=``
+keywords, a device array out) drives the wrapper; numba-cuda's own dispatchers around
+hand-written kernels drive the hooks; and ``@vectorize``/``@guvectorize(target='cuda')``
+themselves are built and called at the end (in the simulator too: issue 24). The real
+ufuncs are exercised on hardware in tests/test_gpu.py as well.
 """
 
 from __future__ import annotations
@@ -139,9 +141,8 @@ def test_non_c_contiguous_multidimensional_arguments_are_refused_before_copying(
 # --- plain numba-cuda ufunc objects (no wrapper) ---------------------------------------
 #
 # numba-cuda's own CUDAUFuncDispatcher and CUDAGeneralizedUFunc (tests/helpers.py), built
-# around hand-written kernels shaped like the ones @vectorize/@guvectorize generate (the
-# simulator cannot run the generators themselves). The dispatch code under test is
-# numba-cuda's; on a GPU these tests run unchanged on hardware.
+# around hand-written kernels shaped like the ones @vectorize/@guvectorize generate. The
+# dispatch code under test is numba-cuda's; on a GPU these tests run unchanged on hardware.
 
 
 @pytest.fixture
@@ -303,3 +304,113 @@ def test_plain_ufunc_reduce_of_one_element(numba_add: Any) -> None:
     one.get("gpu")
     one.mark_changed("gpu")
     assert numba_add.reduce(one) == 5.0
+
+
+# --- @vectorize / @guvectorize(target='cuda') themselves (issue 24) ---------------------
+#
+# Built by numba's decorators in every device tier: in the simulator, smartarray supplies what
+# numba-cuda's ufunc code lacks there (smartarray._cuda.simulator_ufuncs).
+
+
+def _vectorized_add() -> Any:
+    from numba import vectorize
+
+    @vectorize(["float64(float64, float64)", "float32(float32, float32)"], target="cuda")
+    def add(a, b):  # type: ignore[no-untyped-def]
+        return a + b
+
+    return add
+
+
+def test_vectorize_builds_and_runs_with_smartarrays() -> None:
+    add = _vectorized_add()
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.SmartArray(np.ones(N))
+    out = sa.empty(N, where="gpu")
+    with sa.track_transfers() as t:
+        z = add(x, y)  # x and y go up once; z is a new SmartArray on the device
+        add(z, y, out=out)  # nothing copied
+        total = add.reduce(out)  # reads a device-side copy of out
+    assert (t.h2d_count, t.d2h_count) == (2, 0)
+    assert isinstance(z, sa.SmartArray) and z.location == "gpu" and out.location == "gpu"
+    assert x.location == "both" and y.location == "both"
+    np.testing.assert_array_equal(np.asarray(out), np.arange(N) + 2.0)
+    assert total == (np.arange(N) + 2.0).sum()
+    # Plain numpy and Numba device arrays: numba-cuda's own behaviour, untouched.
+    f32 = np.arange(N, dtype=np.float32)
+    assert add(f32, f32).dtype == np.float32
+    np.testing.assert_array_equal(add(f32, f32), 2 * f32)
+    np.testing.assert_array_equal(add(np.ones((2, N)), 1.0), np.full((2, N), 2.0))
+    d = cuda.to_device(np.arange(N, dtype=np.float64))
+    np.testing.assert_array_equal(add(d, d).copy_to_host(), 2 * np.arange(N))
+    np.testing.assert_array_equal(add(d, cuda.to_device(np.ones(1))).copy_to_host(), d + 1)
+
+
+def test_vectorize_signature_without_return_type() -> None:
+    from numba import vectorize
+
+    @vectorize(["(float64, float64)"], target="cuda")
+    def mul(a, b):  # type: ignore[no-untyped-def]
+        return a * b
+
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    z = mul(x, x)
+    assert z.dtype == np.float64
+    np.testing.assert_array_equal(np.asarray(z), np.arange(N) ** 2)
+
+
+@cuda.jit(device=True)
+def _twice(a):  # type: ignore[no-untyped-def]
+    return 2 * a
+
+
+@pytest.mark.skipif(sa.tier() != "simulator", reason="the simulator's limitation")
+def test_vectorize_in_the_simulator_names_a_return_type_it_cannot_infer() -> None:
+    from numba import vectorize
+
+    def twice(a):  # type: ignore[no-untyped-def]
+        return _twice(a)  # a CUDA device function: Numba's CPU inference cannot type it
+
+    with pytest.raises(TypeError, match=r"give it in the signature, e\.g\. 'float64\("):
+        vectorize(["(float64,)"], target="cuda")(twice)
+    add_twice = vectorize(["float64(float64)"], target="cuda")(twice)  # with it: fine
+    np.testing.assert_array_equal(np.asarray(add_twice(sa.SmartArray(np.ones(N)))), 2.0)
+
+
+def test_guvectorize_builds_and_runs_with_smartarrays() -> None:
+    from numba import guvectorize
+
+    @guvectorize(["void(float64[:], float64[:])"], "(n)->(n)", target="cuda")
+    def double(row, out):  # type: ignore[no-untyped-def]
+        for i in range(row.shape[0]):
+            out[i] = 2 * row[i]
+
+    a = sa.SmartArray(np.arange(12, dtype=np.float64).reshape(4, 3))
+    with sa.track_transfers() as t:
+        doubled = double(a)
+    assert (t.h2d_count, t.d2h_count) == (1, 0) and doubled.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(doubled), 2 * np.asarray(a))
+    np.testing.assert_array_equal(double(np.ones(3)), np.full(3, 2.0))  # scalar broadcast
+
+
+def test_simulator_support_is_installed_in_the_simulator_only() -> None:
+    from numba.cuda.vectorizers import CUDAGeneralizedUFunc, CUDAUFuncMechanism, CUDAVectorize
+
+    from smartarray._cuda.simulator_ufuncs import install_simulator_ufuncs
+
+    patched = (
+        CUDAVectorize._compile_core,
+        CUDAUFuncMechanism.broadcast_device,
+        CUDAGeneralizedUFunc._broadcast_scalar_input,
+        CUDAGeneralizedUFunc._broadcast_add_axis,
+    )
+    simulator = sa.tier() == "simulator"
+    assert install_simulator_ufuncs() is simulator  # again: idempotent
+    assert (
+        CUDAVectorize._compile_core,
+        CUDAUFuncMechanism.broadcast_device,
+        CUDAGeneralizedUFunc._broadcast_scalar_input,
+        CUDAGeneralizedUFunc._broadcast_add_axis,
+    ) == patched
+    marks = [getattr(f, "__smartarray_simulator__", False) for f in patched]
+    assert marks == [simulator] * 4

@@ -55,6 +55,21 @@ def test_includes_exist() -> None:
             assert f"--8<-- [end:{section}]" in text, f"{page}: no section {section} in {path}"
 
 
+PYTHON_BLOCK = re.compile(r"^([ \t]*)```python[^\n]*\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
+
+
+def test_every_python_block_is_a_snippet_the_tests_run() -> None:
+    # docs/index.md says so: code written inline in a page would run nowhere (issue 24).
+    blocks = [(page, m.group(2)) for page in PAGES for m in PYTHON_BLOCK.finditer(page.read_text())]
+    assert len(blocks) >= len(SNIPPETS), "found fewer ```python blocks than snippets"
+    inline = [
+        f"{page.name}: {body.strip().splitlines()[0]!r}"
+        for page, body in blocks
+        if not all(INCLUDE.fullmatch(line) for line in body.strip().splitlines())
+    ]
+    assert not inline, f"```python blocks that are not --8<-- includes of docs/snippets: {inline}"
+
+
 def test_every_snippet_is_used() -> None:
     used = {path.resolve() for _, path, _ in includes()}
     unused = [p.name for p in SNIPPETS if p.resolve() not in used]

@@ -25,16 +25,19 @@ KEY_OUTPUT = {
     "add_ufunc_progression": (
         ["ms/call", "SmartArrays / device inputs and output"]
         if ON_GPU
-        else ["CUDA ufuncs cannot run in the simulator", "equivalent @cuda.jit add kernel"]
+        else ["tier simulator: copy counts only, no timings"]
     )
+    + ["add_ufunc = @vectorize(['float32(float32, float32)'], target='cuda')"]
     + ["Steps 2-4 copy the same"],
     "heat_chain": ["diffusion kernels", "(no copies)"],
     "streams_pinned": ["asynchronous=True"],
     "migrate_from_numba_smartarray": ["legacy_transpose_twice", "legacy_jit_and_numpy"],
     "dask_pipeline": ["2 worker processes", "each chunk crossed the bus twice in all"],
 }
+# Examples whose lines with "location=" print aligned columns.
+ALIGNED = {"heat_chain"}
 # Examples that need an optional dependency group: skipped without it.
-NEEDS = {"dask_pipeline": ("distributed", "smartarray[dask]")}
+NEEDS = {"dask_pipeline": ("distributed", 'the [dask] extra: pip install -e ".[dask]"')}
 
 
 def run_example(path: Path) -> subprocess.CompletedProcess[str]:
@@ -43,6 +46,12 @@ def run_example(path: Path) -> subprocess.CompletedProcess[str]:
 
 def test_every_example_has_expected_output() -> None:
     assert sorted(p.stem for p in EXAMPLES) == sorted(KEY_OUTPUT)
+
+
+def test_getting_started_names_every_example() -> None:
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    missing = [p.name for p in EXAMPLES if f"`{p.name}`" not in page]
+    assert not missing, f"docs/getting-started.md does not list {missing}"
 
 
 @pytest.mark.device
@@ -57,6 +66,11 @@ def test_example_runs(path: Path) -> None:
     assert "ledger: host->device:" in proc.stdout, output
     for line in KEY_OUTPUT[path.stem]:
         assert line in proc.stdout, f"missing {line!r} in:\n{output}"
+    if path.stem in ALIGNED:  # its step lines print columns: each starts at one place
+        rows = [line for line in proc.stdout.splitlines() if "location=" in line]
+        assert len(rows) >= 3, output
+        for column in ("location=", "("):
+            assert len({line.index(column) for line in rows}) == 1, "\n".join(rows)
 
 
 @pytest.mark.hostonly
@@ -68,3 +82,27 @@ def test_example_without_cuda_says_how_to_run_it(path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert f"NUMBA_ENABLE_CUDASIM=1 python examples/{path.name}" in proc.stderr
+
+
+_WITHOUT_DASK = """
+import importlib.abc, runpy, sys
+
+class NoDask(importlib.abc.MetaPathFinder):  # as if dask and distributed were not installed
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("dask", "distributed"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoDask())
+sys.argv = ["examples/dask_pipeline.py"]
+runpy.run_path("examples/dask_pipeline.py", run_name="__main__")
+"""
+
+
+def test_dask_example_without_dask_says_what_to_install() -> None:
+    proc = run_python(["-c", _WITHOUT_DASK], simulator=not ON_GPU, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "needs dask and dask.distributed" in proc.stderr
+    assert "(No module named 'dask')" in proc.stderr
+    assert 'pip install -e ".[dask]"' in proc.stderr

@@ -11,6 +11,17 @@ def increment(x):
         x[i] += 1
 
 
+# --8<-- [start:limit]
+sa.set_device_memory_limit("4GB")  # bytes, or a size: "512MiB", "1.5G"; None: no limit
+assert sa.device_memory_limit() == 4_000_000_000
+in_use = sa.device_memory_usage()  # bytes held by SmartArrays on the device now
+# --8<-- [end:limit]
+more = sa.zeros(1000, where="gpu")
+assert sa.device_memory_usage() == in_use + more.nbytes
+del more
+assert sa.device_memory_usage() == in_use
+sa.set_device_memory_limit(None)
+
 # --8<-- [start:budget]
 # Six arrays of 2 KiB each, and room on the device for three of them.
 arrays = [sa.SmartArray(np.full(256, float(k)), label=f"x{k}") for k in range(6)]

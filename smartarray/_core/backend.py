@@ -24,6 +24,7 @@ Byte copies between host and device are *not* made here directly by callers: the
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from typing import Any
 
@@ -32,12 +33,39 @@ from numpy_typing_compat import StringDType
 
 from .errors import DeviceUnavailableError, HostMemory
 
-HOW_TO_GET_A_DEVICE = (
-    "smartarray needs a CUDA device for this. Either run on a machine with an NVIDIA GPU and "
-    "driver, or use Numba's CUDA simulator: set the environment variable "
-    "NUMBA_ENABLE_CUDASIM=1 before numba is first imported (e.g. "
+DEVICE_FIX = (
+    "Either run on a machine with an NVIDIA GPU and driver, or use Numba's CUDA simulator: set "
+    "the environment variable NUMBA_ENABLE_CUDASIM=1 before numba is first imported (e.g. "
     "`NUMBA_ENABLE_CUDASIM=1 python script.py`)."
 )
+SIMULATOR_REQUESTED_TOO_LATE = (
+    "NUMBA_ENABLE_CUDASIM is set in os.environ, but too late: numba reads it once, when numba "
+    "is first imported, and this process imported numba before it was set (`import "
+    "smartarray` imports numba too), so the simulator is off. Set it before the process "
+    "starts (`NUMBA_ENABLE_CUDASIM=1 python script.py`), or at the very top of the script, "
+    "before any import of numba or smartarray; or run on a machine with an NVIDIA GPU and driver."
+)
+
+
+def simulator_requested_too_late() -> bool:
+    """True when ``os.environ`` asks for the simulator but this process runs without it.
+
+    Numba reads ``NUMBA_ENABLE_CUDASIM`` (as an integer) once, when it is first imported; a
+    value set afterwards (``os.environ[...] = '1'`` after ``import numba``) has no effect.
+    """
+    value = os.environ.get("NUMBA_ENABLE_CUDASIM")
+    if value is None or is_simulator():
+        return False
+    try:
+        return int(value) != 0
+    except ValueError:
+        return False
+
+
+def device_fix() -> str:
+    """How to get a device where one is needed and there is none: :data:`DEVICE_FIX`, or
+    :data:`SIMULATOR_REQUESTED_TOO_LATE` when that is why the simulator is off."""
+    return SIMULATOR_REQUESTED_TOO_LATE if simulator_requested_too_late() else DEVICE_FIX
 
 
 @functools.cache
@@ -73,7 +101,7 @@ def is_simulator() -> bool:
 def require_device() -> None:
     """Raise :class:`DeviceUnavailableError` unless a GPU or the simulator is available."""
     if tier() == "host-only":
-        raise DeviceUnavailableError(HOW_TO_GET_A_DEVICE)
+        raise DeviceUnavailableError("smartarray needs a CUDA device for this. " + device_fix())
 
 
 _DEVICE_DTYPES: set[np.dtype] = set()  # dtypes already accepted (checked on every launch)

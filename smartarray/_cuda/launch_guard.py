@@ -6,8 +6,11 @@ with numba-cuda's ``CudaSupportError`` ("CUDA driver library cannot be found"), 
 not say that the simulator is the way out. ``CUDADispatcher.call`` (every
 ``kernel[grid, block](...)`` launch) is wrapped: when a launch with a SmartArray (or an
 In/Out/InOut intent) among its arguments fails so and smartarray's tier is host-only, the
-error becomes :class:`~smartarray.DeviceUnavailableError` naming ``NUMBA_ENABLE_CUDASIM=1``
-(the original chained as its cause). Other launches and other errors pass unchanged.
+error becomes one :class:`~smartarray.DeviceUnavailableError` (raised ``from None``: no chained
+traceback through numba-cuda's driver code) that names the kernel, numba-cuda's reason on one
+line and the fix: ``NUMBA_ENABLE_CUDASIM=1`` set before numba is first imported, or, when the
+variable is in ``os.environ`` but was set after numba was imported, that it came too late.
+Other launches and other errors pass unchanged.
 """
 
 from __future__ import annotations
@@ -29,6 +32,17 @@ def _involves_smartarray(args: Any) -> bool:
     return any(isinstance(arg, (SmartArray, _Intent)) for arg in args)
 
 
+def _reason(error: BaseException) -> str:
+    """numba-cuda's message on one line, without its ``Error at driver init:`` frame.
+
+    (numba-cuda words a missing driver as ``"Error at driver init: \\n\\nCUDA driver library
+    cannot be found.\\nEnsure ...\\n:"``.)
+    """
+    text = " ".join(str(error).split())
+    text = text.removeprefix("Error at driver init:").strip()
+    return text.rstrip(":").strip().rstrip(".") or type(error).__name__
+
+
 def _guarded(original: Callable[..., Any], support_error: type[BaseException]) -> Any:
     @functools.wraps(original)
     def call(self: Any, args: Any, launch_config: Any) -> Any:
@@ -36,10 +50,12 @@ def _guarded(original: Callable[..., Any], support_error: type[BaseException]) -
             return original(self, args, launch_config)
         except support_error as error:
             if _involves_smartarray(args) and _backend.tier() == "host-only":
+                name = getattr(getattr(self, "py_func", None), "__name__", "?")
                 raise DeviceUnavailableError(
-                    f"cannot launch a CUDA kernel: no CUDA driver or GPU ({error}). "
-                    + _backend.HOW_TO_GET_A_DEVICE
-                ) from error
+                    f"cannot launch CUDA kernel {name!r} with SmartArray arguments: this "
+                    f"process has no CUDA device (numba-cuda: {_reason(error)}). "
+                    + _backend.device_fix()
+                ) from None  # numba-cuda's reason is in the message; its traceback is noise
             raise
 
     setattr(call, _HOOK_MARK, True)

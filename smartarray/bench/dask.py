@@ -1,6 +1,6 @@
 """dask benchmark: a chunked kernel pipeline on 1 and on 2 worker processes.
 
-Run by ``python -m smartarray.bench --dask`` (needs ``pip install "smartarray[dask]"``).
+Run by ``python -m smartarray.bench --dask`` (needs ``pip install -e ".[dask]"`` in a checkout).
 
 The pipeline: ``dask.array.from_array`` of a SmartArray, ``steps`` ``map_blocks`` tasks per
 chunk that each launch the 3-point smoothing kernel of :mod:`smartarray.bench` (a new
