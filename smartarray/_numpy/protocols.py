@@ -22,6 +22,7 @@ and Numba's ``DUFunc``, then hand to the intent).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -502,6 +503,16 @@ def array_function(
     for kind in types:
         if kind is not SmartArray and not issubclass(kind, np.ndarray):
             return NotImplemented
+    if "out" not in kwargs:
+        position = _OUT_POSITIONS.get(func, _UNKNOWN)
+        if position is _UNKNOWN:
+            position = _OUT_POSITIONS[func] = _out_position(func)
+        if position is not None and len(args) > position[0]:
+            # ``np.clip(a, lo, hi, out)``: passed on by name, so that the output is written
+            # (a positional one would be unwrapped as a read-only input).
+            index, names = position
+            kwargs = {**dict(zip(names[index:], args[index:], strict=False)), **kwargs}
+            args = args[:index]
     special = _SPECIAL.get(func)
     if special is not None and args and (isinstance(args[0], SmartArray) or func is np.einsum):
         result = special(*args, **kwargs)
@@ -512,6 +523,30 @@ def array_function(
         if result is not _fastpath.FALLBACK:
             return result
     return call_on_host(func, args, kwargs, writes_first=func in _WRITES_FIRST_ARGUMENT)
+
+
+_UNKNOWN: Any = object()
+# Per numpy function: (position of a positional ``out`` parameter, the names of the positional
+# parameters), or None if it takes no positional ``out``; found from its signature once.
+_OUT_POSITIONS: dict[Any, tuple[int, tuple[str, ...]] | None] = {}
+
+
+def _out_position(func: Any) -> tuple[int, tuple[str, ...]] | None:
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):  # (no signature: nothing to find)
+        return None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = tuple(p.name for p in parameters if p.kind in positional)
+    if "out" not in names:
+        return None
+    kinds = {p.name: p.kind for p in parameters}
+    if kinds["out"] is inspect.Parameter.POSITIONAL_ONLY:
+        return None  # (cannot be passed by name: left to numpy as it is)
+    index = names.index("out")
+    if any(kinds[name] is inspect.Parameter.POSITIONAL_ONLY for name in names[index:]):
+        return None
+    return index, names
 
 
 def call_on_host(
