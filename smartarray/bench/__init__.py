@@ -10,29 +10,8 @@ call overhead), ``host`` (the host-speed table), ``intents`` (inferred intents),
 from typing import Any
 
 from . import cli
-from .cli import (
-    THREADS,
-    CopyCounter,
-    add,
-    blocks,
-    format_table,
-    initial_condition,
-    main,
-    smooth,
-    smooth_reference,
-)
-
-__all__ = [
-    "THREADS",
-    "CopyCounter",
-    "add",
-    "blocks",
-    "format_table",
-    "initial_condition",
-    "main",
-    "smooth",
-    "smooth_reference",
-]
+from .cli import *  # noqa: F403  (the names of the command line module's __all__)
+from .cli import __all__ as __all__
 
 
 def __getattr__(name: str) -> Any:

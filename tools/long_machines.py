@@ -1,0 +1,59 @@
+"""Run the hypothesis state machines of the test suite for longer than the suite does.
+
+    NUMBA_ENABLE_CUDASIM=1 python tools/long_machines.py --examples 1500 --steps 40
+
+Runs ``CoherenceMachine`` (tests/test_stateful.py: coherence against a numpy model, exact
+transfer counts) and ``BudgetMachine`` (tests/test_stateful_memory.py: the device memory
+budget under a small random limit), each with the given number of examples and steps, and
+prints one line per machine: examples, steps, seconds and the outcome. A failure prints
+hypothesis's shortest failing sequence and makes the exit status 1. The results of the last
+run are recorded in docs/testing.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import unittest
+from pathlib import Path
+
+from hypothesis import settings
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--examples", type=int, default=1500)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--machines", nargs="*", default=["coherence", "budget"])
+    args = parser.parse_args()
+    sys.path.insert(0, str(TESTS))
+    import test_stateful
+    import test_stateful_memory
+
+    machines = {
+        "coherence": test_stateful.CoherenceMachine,
+        "budget": test_stateful_memory.BudgetMachine,
+    }
+    failed = False
+    for name in args.machines:
+        machine = machines[name]
+        machine.TestCase.settings = settings(
+            max_examples=args.examples, stateful_step_count=args.steps, deadline=None
+        )
+        start = time.perf_counter()
+        result = unittest.TextTestRunner(verbosity=0).run(machine.TestCase("runTest"))
+        seconds = time.perf_counter() - start
+        ok = result.wasSuccessful()
+        failed |= not ok
+        print(
+            f"{name}: {args.examples} examples x {args.steps} steps, {seconds:.0f} s: "
+            f"{'0 failures' if ok else 'FAILED'}"
+        )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
