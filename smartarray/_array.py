@@ -266,6 +266,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         if side == "host":
             with self._alloc.lock:
                 self._alloc.ensure_host(stream)
+                # The old API hands out one side for writing at a time: writes through a
+                # device array taken before are the caller's to declare first.
+                self._alloc.end_hand_out()
                 self._hand_out_host()
                 # A new ndarray object each time: a caller setting its .shape or .flags must
                 # not change the view cached for internal use.

@@ -135,6 +135,85 @@ def test_read_only_arrays_and_adopted_device_arrays_are_not_held(room_for: None)
     assert a.get("gpu") is adopted
 
 
+@device
+@pytest.mark.parametrize("room_for", [1], indirect=True)
+def test_taking_the_host_side_ends_the_hand_out(room_for: None) -> None:
+    """``get('gpu')`` to read, then ``get('host')`` to write and ``mark_changed('host')``:
+    pressure in between must not spill the device copy over the host write."""
+    b = sa.SmartArray(np.zeros(N), label="b")
+    b.get("gpu")
+    host = b.get("host")
+    host[:] = 42.0
+    with sa.track_transfers() as t:
+        sa.SmartArray(np.ones(N), label="c").to_gpu()  # needs b's room: dropped, clean
+    assert t.spill_count == 0
+    b.mark_changed("host")
+    np.testing.assert_array_equal(np.asarray(b), np.full(N, 42.0))
+
+
+@device
+@pytest.mark.parametrize("room_for", [1], indirect=True)
+def test_every_handed_out_array_keeps_the_copy(room_for: None) -> None:
+    """Two hand-outs: the copy is kept while the caller holds either."""
+    b = sa.SmartArray(np.zeros(N), label="b")
+    first = b.get("gpu")
+    _fill[1, 1](b[:1].get("gpu"), 1.0)  # a second hand-out, dropped at once
+    gc.collect()
+    with pytest.raises(MemoryError, match=r"handed out by get\('gpu'\)"):
+        sa.SmartArray(np.ones(N), label="c").to_gpu()
+    _fill[1, N](first, 9.0)
+    b.mark_changed("gpu")
+    np.testing.assert_array_equal(np.asarray(b), np.full(N, 9.0))
+
+
+@device
+@pytest.mark.parametrize("room_for", [1], indirect=True)
+def test_a_hand_out_ends_with_a_fresh_upload(room_for: None) -> None:
+    """A host write, then an upload: the device copy is a copy of the host data again, and a
+    later eviction drops it with no spill (the flag of the old hand-out is gone)."""
+    b = sa.SmartArray(np.zeros(N), label="b")
+    b.get("gpu")
+    b[0] = 1.0
+    b.to_gpu()
+    gc.collect()
+    with sa.track_transfers() as t:
+        sa.SmartArray(np.ones(N), label="c").to_gpu()
+    assert t.spill_count == 0 and b._alloc.device is None
+
+
+@pytest.mark.skipif(sa.tier() != "simulator", reason="only the simulator raises in a kernel")
+@pytest.mark.parametrize("room_for", [1], indirect=True)
+def test_a_failed_launch_after_a_hand_out_still_refuses_the_declaration(room_for: None) -> None:
+    """A kernel that raised leaves its argument's host copy current (state HOST): an eviction
+    then drops the device copy with nothing spilled, and ``mark_changed('gpu')`` still says
+    the device copy is stale instead of passing over the lost device writes."""
+
+    @cuda.jit
+    def out_of_bounds(a):  # type: ignore[no-untyped-def]
+        a[a.size + 1] = 1.0
+
+    b = sa.SmartArray(np.zeros(N), label="b")
+    _fill[1, N](b.get("gpu"), 7.0)
+    gc.collect()
+    with pytest.raises(IndexError):
+        out_of_bounds[1, 1](b)
+    with sa.track_transfers() as t:
+        sa.SmartArray(np.ones(N), label="c").to_gpu()
+    assert t.spill_count == 0
+    with pytest.raises(RuntimeError, match="device copy is stale"):
+        b.mark_changed("gpu")
+
+
+@device
+def test_free_device_downloads_a_handed_out_copy_first() -> None:
+    e = sa.SmartArray(np.zeros(N), label="e")
+    _fill[1, N](e.get("gpu"), 4.0)
+    with sa.track_transfers() as t:
+        e.free_device()
+    assert counts(t) == (0, 1)
+    np.testing.assert_array_equal(np.asarray(e), np.full(N, 4.0))
+
+
 # --- item 5: iteration reads every item through the coherence state --------------------------
 
 
@@ -260,3 +339,34 @@ def test_a_positional_out_is_written_and_marked_changed(call: object, expected: 
     assert result is out
     np.testing.assert_array_equal(np.asarray(out), expected)
     assert out.location == "host"
+
+
+def test_intents_as_a_positional_out() -> None:
+    x = sa.SmartArray(np.arange(5.0))
+    y = sa.zeros(5)
+    assert np.clip(x, 1.0, 3.0, sa.Out(y)) is y
+    np.testing.assert_array_equal(np.asarray(y), [1.0, 1.0, 2.0, 3.0, 3.0])
+    with pytest.raises(TypeError, match="read-only input, but it is an output"):
+        np.clip(x, 0.0, 1.0, sa.In(y))
+    np.testing.assert_array_equal(np.asarray(y), [1.0, 1.0, 2.0, 3.0, 3.0])  # unchanged
+
+
+def test_a_release_queued_while_an_adoption_is_refused_is_applied() -> None:
+    """The registry applies queued releases also when its body raises (a refused adoption)."""
+    from smartarray._core import adoption
+
+    memory = np.zeros(4)
+    first = sa.SmartArray(memory, copy=False)
+
+    def body() -> None:
+        nonlocal first
+        with pytest.raises(ValueError, match="refused"), adoption._registry():
+            del first
+            gc.collect()  # queued: this thread holds the lock
+            raise ValueError("refused")
+
+    worker = threading.Thread(target=body, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive()
+    assert not adoption._pending and memory.flags.writeable

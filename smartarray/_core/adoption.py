@@ -49,11 +49,15 @@ _tokens = iter(range(1, 1 << 62))
 @contextmanager
 def _registry() -> Iterator[None]:
     """Hold ``_lock`` with the queued releases applied, and apply those queued meanwhile."""
-    with _lock:
-        _apply_pending()
-        yield
-        _apply_pending()
-    _drain()  # a release queued after the last look, while the lock was still held
+    try:
+        with _lock:
+            _apply_pending()
+            try:
+                yield
+            finally:  # (also when the body raises: an adoption refused)
+                _apply_pending()
+    finally:
+        _drain()  # a release queued after the last look, while the lock was still held
 
 
 def _drain() -> None:

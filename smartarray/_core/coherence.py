@@ -139,11 +139,12 @@ class Allocation:
         self.host_handed_out = False
         # From a raw hand-out of the device copy (get('gpu')) until the next state change,
         # the caller may be writing it and has not said so yet (mark_changed('gpu')): the
-        # handed-out device array (weakly: pinned while the caller holds it) and whether the
-        # copy counts as possibly written. Eviction never drops such a copy: it is kept while
-        # the caller holds it (dropping it would free nothing), else spilled (see
-        # evict_device), after which mark_changed('gpu') finds the writes on the host.
-        self._handed_out: weakref.ref[Any] | None = None
+        # device arrays handed out (weakly: pinned while the caller holds one), and whether
+        # the copy counts as possibly written (only meaningful in state BOTH). Eviction never
+        # drops such a copy as clean: it is kept while the caller holds a handed-out array
+        # (dropping it would free nothing), else spilled (see evict_device), after which
+        # mark_changed('gpu') finds the writes on the host (_spilled_hand_out).
+        self._handed_out: list[weakref.ref[Any]] = []
         self._possibly_written = False
         self._spilled_hand_out = False
         if host_memory == "mapped":
@@ -294,6 +295,7 @@ class Allocation:
                 assert self.host is not None
                 _transfer.host_to_device(self.host, device, label=self.label, stream=stream)
                 self.state = State.BOTH
+                self._end_hand_out()  # (a copy of the host data: nothing written through it)
                 # The upload may still be reading the host buffer: host writes wait for it
                 # (and a pooled buffer is not reused before it is done, if this array dies).
                 self._host_event = self._note_device_work(stream)
@@ -357,7 +359,7 @@ class Allocation:
             spilled = self._spilled_hand_out and where == "gpu"
             self._end_hand_out()  # (what the caller wrote is declared now)
             if spilled and self.state is State.HOST:
-                return  # spilled after the hand-out: the host copy holds what was written
+                return  # spilled once nothing held it: the host copy holds what was written
             if where == "host":
                 if self.state is State.DEVICE:
                     # Writes to a stale host copy would be lost (or mixed with stale bytes).
@@ -475,21 +477,31 @@ class Allocation:
             # A new object, cached nowhere: the caller's alone, so the weak reference tells
             # whether the caller still holds it.
             handle = _backend.device_view(self.device, offset, shape, strides, dtype, new=True)
-            self._handed_out = weakref.ref(handle)
+            self._handed_out = [ref for ref in self._handed_out if ref() is not None]
+            self._handed_out.append(weakref.ref(handle))  # (every one since the last change)
             self._possibly_written = True
             self._spilled_hand_out = False
             return handle
 
     @property
     def device_handed_out(self) -> bool:
-        """True while a device copy handed out by ``get('gpu')`` may still be written through
-        the caller's handle, which is alive (so eviction keeps it)."""
-        handed_out = self._handed_out
-        return handed_out is not None and handed_out() is not None
+        """True while a device copy handed out by ``get('gpu')`` (state ``BOTH``) may still
+        be written through a device array the caller holds (so eviction keeps it)."""
+        return (
+            self._possibly_written
+            and self.state is State.BOTH
+            and any(ref() is not None for ref in self._handed_out)
+        )
+
+    def end_hand_out(self) -> None:
+        """What was written through device arrays handed out by ``get('gpu')`` is declared,
+        or the caller took the host side (``get('host')``): the device copy is an ordinary
+        one again."""
+        with self.lock:
+            self._end_hand_out()
 
     def _end_hand_out(self) -> None:
-        """A state change: what was written through a handed-out device copy is declared."""
-        self._handed_out = None
+        self._handed_out = []
         self._possibly_written = False
         self._spilled_hand_out = False
 
@@ -530,8 +542,11 @@ class Allocation:
         with self.lock:
             if self.host_memory == "mapped" or self.device is None:
                 return
-            if self.state is State.DEVICE:
-                self.ensure_host()
+            if self._possibly_written:  # (a host write through an export is not overwritten)
+                self.check_host_exports()
+            if self._dirty():  # (also a copy handed out by get('gpu'), possibly written)
+                self._download(None)
+                self.wait_host()
             self._drop_device()
 
     # --- eviction (decided by smartarray._core.memory) ----------------------------------------
@@ -579,7 +594,7 @@ class Allocation:
                 # A spill must not overwrite a host write made through an export meanwhile:
                 # one found makes the host copy the current one (and ends the hand-out).
                 self.check_host_exports()
-            spilled_hand_out = self._possibly_written
+            spilled_hand_out = self._possibly_written and self._dirty()  # (really spilled)
             if self._dirty():
                 if not spill:
                     return 0
@@ -613,7 +628,7 @@ class Allocation:
         self._default_stream_work = False
         self._launch = None
         self.state = State.HOST
-        self._handed_out = None
+        self._handed_out = []
         self._possibly_written = False
         self._host_snapshot = None
         if self._device_owned and self._exported_device is None:

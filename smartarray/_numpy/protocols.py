@@ -240,6 +240,8 @@ def intent_array_function(
     lists and tuples) replaced by its SmartArray. ``In`` as ``out=`` or as the target of a
     function that writes its first argument (``np.copyto``...), and ``Out`` anywhere else,
     raise ``TypeError`` first."""
+    if "out" not in kwargs:
+        args, kwargs = _out_by_name(func, args, kwargs)
     targets = args[:1] if func in _WRITES_FIRST_ARGUMENT else ()
     out = kwargs.get("out")
     inputs = (*args[len(targets) :], *(v for k, v in kwargs.items() if k != "out"))
@@ -504,15 +506,7 @@ def array_function(
         if kind is not SmartArray and not issubclass(kind, np.ndarray):
             return NotImplemented
     if "out" not in kwargs:
-        position = _OUT_POSITIONS.get(func, _UNKNOWN)
-        if position is _UNKNOWN:
-            position = _OUT_POSITIONS[func] = _out_position(func)
-        if position is not None and len(args) > position[0]:
-            # ``np.clip(a, lo, hi, out)``: passed on by name, so that the output is written
-            # (a positional one would be unwrapped as a read-only input).
-            index, names = position
-            kwargs = {**dict(zip(names[index:], args[index:], strict=False)), **kwargs}
-            args = args[:index]
+        args, kwargs = _out_by_name(func, args, kwargs)
     special = _SPECIAL.get(func)
     if special is not None and args and (isinstance(args[0], SmartArray) or func is np.einsum):
         result = special(*args, **kwargs)
@@ -529,6 +523,19 @@ _UNKNOWN: Any = object()
 # Per numpy function: (position of a positional ``out`` parameter, the names of the positional
 # parameters), or None if it takes no positional ``out``; found from its signature once.
 _OUT_POSITIONS: dict[Any, tuple[int, tuple[str, ...]] | None] = {}
+
+
+def _out_by_name(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``np.clip(a, lo, hi, out)``: the arguments from a positional ``out`` on passed by
+    name instead, so that the output is seen as one (a positional one would be unwrapped as a
+    read-only input, or an intent checked as an input)."""
+    position = _OUT_POSITIONS.get(func, _UNKNOWN)
+    if position is _UNKNOWN:
+        position = _OUT_POSITIONS[func] = _out_position(func)
+    if position is None or len(args) <= position[0]:
+        return args, kwargs
+    index, names = position
+    return args[:index], {**dict(zip(names[index:], args[index:], strict=False)), **kwargs}
 
 
 def _out_position(func: Any) -> tuple[int, tuple[str, ...]] | None:
