@@ -79,11 +79,14 @@ class CoherenceMachine(RuleBasedStateMachine):
         self.model = np.array(data)
         self.array = sa.SmartArray(self.model.copy())
         self.host_valid, self.device_valid = True, False
+        # A device copy handed out by get('gpu') since the last state change counts as
+        # possibly written: free_device downloads it first.
+        self.handed_out = False
         self.export: np.ndarray | None = None  # a kept np.asarray(array)[lo:hi]
         self.export_span = (0, N)
         if on_gpu and DEVICE:
             self.expect_step(lambda: self.array.get("gpu"), h2d=1)
-            self.device_valid = True
+            self.device_valid = self.handed_out = True
         if DEVICE:
             self.scratch = sa.zeros(N, where="gpu")
             self.zeros = sa.zeros(N, where="gpu")
@@ -103,10 +106,12 @@ class CoherenceMachine(RuleBasedStateMachine):
 
     def host_written(self) -> None:
         self.host_valid, self.device_valid = True, False
+        self.handed_out = False
 
     def device_written(self) -> None:
         # A live host export is refreshed by every device write: both copies stay current.
         self.host_valid, self.device_valid = self.export is not None, True
+        self.handed_out = False
 
     def refreshes(self) -> int:
         """Downloads a device write makes: one while a host export is alive."""
@@ -514,7 +519,7 @@ class CoherenceMachine(RuleBasedStateMachine):
     def read_device(self) -> None:
         device = self.expect_step(lambda: self.array.get("gpu"), h2d=self.device_needs())
         np.testing.assert_array_equal(device.copy_to_host(), self.model)
-        self.device_valid = True
+        self.device_valid = self.handed_out = True
 
     @rule(s=span)
     def make_views_only(self, s: tuple[int, int]) -> None:
@@ -583,8 +588,11 @@ class CoherenceMachine(RuleBasedStateMachine):
 
     @rule()
     def free_device(self) -> None:
-        self.expect_step(self.array.free_device, d2h=self.host_needs())
+        # (a copy handed out by get('gpu') since the last change may have been written)
+        possibly_written = self.handed_out and self.host_valid and self.device_valid
+        self.expect_step(self.array.free_device, d2h=1 if possibly_written else self.host_needs())
         self.host_valid, self.device_valid = True, False
+        self.handed_out = False
 
     @invariant()
     def host_export_is_current(self) -> None:
