@@ -628,8 +628,7 @@ class Allocation:
         self._default_stream_work = False
         self._launch = None
         self.state = State.HOST
-        self._handed_out = []
-        self._possibly_written = False
+        self._end_hand_out()  # (evict_device sets _spilled_hand_out after this, if it spilled)
         self._host_snapshot = None
         if self._device_owned and self._exported_device is None:
             self._device_owned = False
