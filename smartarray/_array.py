@@ -20,6 +20,7 @@ from ._core import host_buffers as _host_buffers
 from ._core import host_exports as _host_exports
 from ._core.coherence import Allocation, State
 from ._core.errors import normalize_where
+from ._core.ranges import Extent, extent_of
 from ._core.layout import (
     _FAKE_BASE,
     _NUMERIC_KINDS,
@@ -37,6 +38,7 @@ from ._core.layout import (
 
 _HOST = State.HOST
 _DEVICE = State.DEVICE
+_BOTH = State.BOTH
 
 try:  # The kernel-argument hook: numba.cuda calls to_device() on every ArgHint argument.
     from numba.cuda.args import ArgHint as _ArgHint
@@ -162,6 +164,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         self._host_ro = None
         self._host_rw = None
         self._template_cache: np.ndarray | None = None
+        self._extent_cache: tuple[Extent | None, bool] | None = None
         self._shuffle = None
 
     @classmethod
@@ -265,7 +268,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         side = normalize_where(where)
         if side == "host":
             with self._alloc.lock:
-                self._alloc.ensure_host(stream)
+                self._alloc.ensure_host(stream, self._span())
                 # The old API hands out one side for writing at a time: writes through a
                 # device array taken before are the caller's to declare first.
                 self._alloc.end_hand_out()
@@ -320,18 +323,22 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             )
         alloc = self._alloc
         with alloc.lock:
-            alloc.mark_changed(side)
+            alloc.mark_changed(side, self._span())
             if side == "gpu":  # host views handed out by np.asarray are kept current
                 _host_exports.refresh(alloc)
 
     def is_valid(self, where: str) -> bool:
-        """True when the ``where`` copy (``'host'`` or ``'gpu'``) is current."""
-        return self._alloc.is_valid(normalize_where(where))
+        """True when the ``where`` copy (``'host'`` or ``'gpu'``) of this array's elements is
+        current."""
+        return self._alloc.is_valid(normalize_where(where), self._span())
 
     @property
     def location(self) -> str:
-        """``'host'``, ``'gpu'`` or ``'both'``: which copies are current."""
-        return self._alloc.current_state().value
+        """Which copy of this array's elements is current: ``'both'``, ``'host'`` (on the
+        host; on the device not at all or only in part), ``'gpu'`` (the other way round),
+        or ``'mixed'`` (some bytes only on the host, others only on the device; see
+        docs/coherence.md and :func:`smartarray.coherence_ranges`)."""
+        return self._alloc.location(self._span())
 
     @property
     def host_memory(self) -> str:
@@ -354,12 +361,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     def to_host(self, stream: Any = None) -> SmartArray:
         """Make the host copy current (e.g. asynchronously on ``stream``); returns self."""
-        self._alloc.ensure_host(stream)
+        self._alloc.ensure_host(stream, self._span())
         return self
 
     def to_gpu(self, stream: Any = None) -> SmartArray:
         """Make the device copy current (e.g. asynchronously on ``stream``); returns self."""
-        self._alloc.ensure_device(stream)
+        self._alloc.ensure_device(stream, None, self._span())
         return self
 
     # Deprecated spellings from the old numba.SmartArray, kept so old code runs unchanged.
@@ -407,9 +414,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         if sync:
             if write:
                 self._check_writeable()
-                alloc.prepare_host_write(overwrite_all)
+                alloc.prepare_host_write(overwrite_all, self._span())
             else:
-                alloc.ensure_host()
+                alloc.ensure_host(None, self._span())
         elif alloc.host is None:
             alloc._host_buffer()
         writeable = write and self._writeable  # (a read-only array's views are all read-only)
@@ -442,13 +449,32 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         _backend.check_device_dtype(self._dtype)
         _backend.check_device_layout(self._strides)  # before anything is copied
         with alloc.lock:
-            (prepare or alloc.ensure_device)(stream)
+            if prepare is None:
+                alloc.ensure_device(stream, None, self._span())
+            else:
+                prepare(stream, self._span())
             return alloc.device_view(self._offset, self._shape, self._strides, self._dtype)
 
     def _covers_allocation(self) -> bool:
         """True when this view is every element of its allocation (writing it all needs no
         copy of the old data first)."""
         return _covers(self._template(), self._alloc)
+
+    def _span(self) -> Extent | None:
+        """The bytes of the allocation this view covers (None: all of them); see
+        :func:`smartarray._core.ranges.extent_of`."""
+        extent = self._extent_cache
+        if extent is None:
+            extent = self._extent_cache = extent_of(
+                self._offset, self._shape, self._strides, self._dtype.itemsize, self._alloc.nbytes
+            )
+        return extent[0]
+
+    def _overwrites_span(self) -> bool:
+        """True when writing every element of this view writes every byte of its span."""
+        self._span()
+        assert self._extent_cache is not None
+        return self._extent_cache[1]
 
     def _template(self) -> np.ndarray:
         """An ndarray with this view's layout over a fake address (never read or written)."""
@@ -620,9 +646,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         if kind is int or kind is tuple:  # fast path: an element of a ready host copy
             alloc = self._alloc
             host = self._host_ro
+            state = alloc.state
             if (
                 host is not None
-                and alloc.state is not _DEVICE
+                and (state is _HOST or state is _BOTH)
                 and alloc._host_event is None
                 and alloc._device_event is None
                 and (
@@ -646,7 +673,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             return self._apply_view(lambda t: t[key])
         if _is_field_index(key, self._dtype):  # a['x'], a[['x', 'y']]: views, like numpy
             return self._apply_view(lambda t: t[key])
-        if not self._alloc.is_valid("host") and not isinstance(key, SmartArray):
+        if not self._alloc.is_valid("host", self._span()) and not isinstance(key, SmartArray):
             # A bad index must fail before the stale host copy is brought up to date.
             _layout_probe(self._shape, np.dtype(np.bool_))[key]
         return _hooks.call_on_host(_getitem, (self, key), {})
@@ -696,10 +723,11 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 lock.release()
         self._check_writeable()
         covers_all = False
+        alloc = self._alloc
+        span = self._span()
         if _is_basic_index(key):
             target = self._template()[_view_key(key)]  # IndexError before anything is copied
-            covers_all = _covers(target, self._alloc)
-        alloc = self._alloc
+            span, covers_all = _span_of(target, alloc)  # (the bytes written: only those)
         call = _hooks.host_call()
         host_value = _convert_text_values(call.unwrap(value), self._dtype)
         host_key = call.unwrap(key)
@@ -709,9 +737,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         atomic = self._dtype.kind in _NUMERIC_KINDS
         with alloc.lock:
             if (
-                alloc.is_valid("gpu")
+                alloc.is_valid("gpu", span)
                 and alloc.host_memory != "mapped"
-                and (not alloc.is_valid("host") or not atomic)
+                and (not alloc.is_valid("host", span) or not atomic)
             ):
                 # A device copy to keep right: make sure the assignment succeeds before the
                 # stale host copy is fetched (a wasted copy otherwise), or before a write that
@@ -719,14 +747,15 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                 _validate_assignment(self._shape, self._dtype, host_key, host_value)
             # A validated numeric assignment to every element never needs the stale host data
             # (values that are SmartArrays were made current on the host when unwrapped).
-            host = self._host_view(write=True, overwrite_all=covers_all and atomic)
+            alloc.prepare_host_write(covers_all and atomic, span)
+            host = self._host_view(write=True, sync=False)
             try:
                 host[host_key] = host_value
             except BaseException:
                 if not atomic:  # part of the host copy may have been written
-                    alloc.mark_changed("host")
+                    alloc.host_written(span)
                 raise
-            alloc.mark_changed("host")
+            alloc.host_written(span)
 
     def __contains__(self, value: Any) -> bool:
         return value in self._host_view(write=False)
@@ -855,8 +884,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         alloc = self._alloc
         with alloc.lock:
             layout = _contiguity(self._shape, self._strides, self.itemsize)
+            span = self._span()
             if (
-                alloc.state is State.DEVICE
+                not alloc.is_valid("host", span)
+                and alloc.is_valid("gpu", span)
                 and layout is not None
                 and order in ("K", "A", layout)
                 and min(self._strides, default=0) >= 0
@@ -1008,8 +1039,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         np.asarray(value, dtype=self._dtype)  # conversion errors before any state change
         alloc = self._alloc
         with alloc.lock:
-            self._host_view(write=True, overwrite_all=self._covers_allocation()).fill(value)
-            alloc.mark_changed("host")
+            self._host_view(write=True, overwrite_all=self._overwrites_span()).fill(value)
+            alloc.host_written(self._span())
 
     # Reductions: explicit for discoverability; all run on the host copy through numpy.
     def sum(self, *args: Any, **kwargs: Any) -> Any:
@@ -1122,6 +1153,18 @@ _NUMBA_LAYOUT_CACHES = (
     "_jit_rw_mi",
     "_jit_ro_mi",
 )
+
+
+def _span_of(layout: np.ndarray, alloc: Allocation) -> tuple[Extent | None, bool]:
+    """The bytes of ``alloc`` that ``layout`` (a view of the template, see ``_template``)
+    covers, and whether writing all its elements writes all of them."""
+    return extent_of(
+        layout.__array_interface__["data"][0] - _FAKE_BASE,
+        layout.shape,
+        layout.strides,
+        layout.dtype.itemsize,
+        alloc.nbytes,
+    )
 
 
 def _covers(layout: np.ndarray, alloc: Allocation) -> bool:

@@ -20,6 +20,18 @@ writes move to the side that was written. Mapped host memory is always ``BOTH``:
 reads and writes it directly. A new array starts in ``HOST`` (made on the host) or ``DEVICE``
 (made with ``where='gpu'``); an array that has no device buffer yet is in ``HOST``.
 
+**Byte ranges.** The diagram holds for every byte. Reads and writes of a view name the bytes
+they touch (its *extent*, :func:`smartarray._core.ranges.extent_of`): a write makes exactly
+those bytes stale on the other side, a read copies exactly the stale ones among them. While
+the bytes are not all in one state, the allocation is in state ``MIXED`` and keeps a
+:class:`~smartarray._core.ranges.Segments`: each byte range labelled ``HOST``, ``DEVICE`` or
+``BOTH``. Code that reads ``state`` for a fast path treats ``MIXED`` as "take the general path".
+
+**Filled where first used.** An array made by ``empty``/``zeros``/``ones``/``full`` starts in
+``BOTH`` with neither buffer (``_fill``): each side's buffer is made, and filled there (numpy
+on the host, a memset or a fill kernel on the device), when that side first needs it; nothing
+is copied for it.
+
 All transitions, and the copies they imply, run under the allocation's re-entrant lock.
 Copies go through :mod:`smartarray._core.transfer` (the ledger); memory comes from
 :mod:`smartarray._core.backend`, device memory within the budget kept by
@@ -46,11 +58,10 @@ from . import memory as _memory
 from . import pinned_pool as _pinned_pool
 from . import transfer as _transfer
 from .errors import HostMemory, Where
+from .ranges import Extent, Segments, coalesce, coalesce_bytes
 
 _labels = itertools.count(1)
 _keys = itertools.count(1)
-# Host snapshots (see Allocation.check_host_exports) of at most this many bytes are bytes.
-_SMALL_SNAPSHOT = 1 << 16
 
 
 class State(enum.Enum):
@@ -59,6 +70,11 @@ class State(enum.Enum):
     HOST = "host"
     DEVICE = "gpu"
     BOTH = "both"
+    MIXED = "mixed"  # byte ranges in different states: see Allocation._segments
+
+
+# ``Allocation._fill`` of an array made by ``empty``: no bytes to write on either side.
+UNDEFINED: Any = object()
 
 
 class Allocation:
@@ -97,6 +113,14 @@ class Allocation:
         self.host = host
         self.device = device
         self.state = state
+        # While ``state`` is MIXED: which side is current for each byte range (else None).
+        self._segments: Segments | None = None
+        # Until both buffers exist, for an array made filled (zeros, full…: ``(value,)``) or
+        # uninitialised (``(UNDEFINED,)``, empty): what a buffer holds when it is made.
+        self._fill: tuple[Any] | None = None
+        # Byte ranges that begin_device_write made HOST for the launch being prepared: the
+        # device copy still equals the host copy there, for the rest of that launch.
+        self._launch_ranges: list[tuple[int, int]] = []
         self.host_memory: HostMemory = host_memory
         # The default label is formatted when first read (most arrays are never named).
         self._label = label
@@ -133,7 +157,7 @@ class Allocation:
         # while host exports were alive, or None. Exports are writable ndarrays, written in
         # ways smartarray never sees (numpy, @njit, ctypes): before the device copy is used
         # as current, the host buffer is compared with this copy (check_host_exports).
-        self._host_snapshot: np.ndarray | bytes | None = None
+        self._host_snapshot: np.ndarray | None = None
         # True once the host buffer was handed out raw (get('host'), a DLPack host export)
         # and registered with smartarray._core.adoption, which then refuses to adopt it.
         self.host_handed_out = False
@@ -164,6 +188,29 @@ class Allocation:
             host.shape, host.dtype, order, host=host, device=None, state=State.HOST,
             host_memory=host_memory, label=label,
         )  # fmt: skip
+
+    @classmethod
+    def filled(
+        cls,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        order: str,
+        fill: Any,
+        *,
+        host_memory: HostMemory,
+        label: str | None = None,
+    ) -> Allocation:
+        """A new allocation with no buffer yet, every byte ``fill`` (``UNDEFINED``: never
+        written, as numpy's ``empty``): each side's buffer is made, and filled, where it is
+        first used, with no copy (state ``BOTH``)."""
+        if host_memory == "mapped":
+            raise ValueError("mapped memory has one buffer: make it filled on the host")
+        alloc = cls(
+            shape, dtype, order, host=None, device=None, state=State.BOTH,
+            host_memory=host_memory, label=label,
+        )  # fmt: skip
+        alloc._fill = (fill,)
+        return alloc
 
     @classmethod
     def on_device(
@@ -206,12 +253,86 @@ class Allocation:
         """Name of this allocation in the transfer ledger and in error messages."""
         return self._label or f"SmartArray#{self._number}"
 
-    def is_valid(self, where: Where) -> bool:
-        """True when the ``where`` copy is current."""
+    def is_valid(self, where: Where, extent: Extent | None = None) -> bool:
+        """True when the ``where`` copy is current (of the bytes of ``extent``; None: all)."""
         state = self.current_state()
         if state is State.BOTH:
             return True
-        return state.value == where
+        if state is not State.MIXED:
+            return state.value == where
+        return not self._runs(extent, State.DEVICE if where == "host" else State.HOST)
+
+    def location(self, extent: Extent | None = None) -> str:
+        """Where the bytes of ``extent`` (None: all) are current: ``'both'``, ``'host'`` or
+        ``'gpu'`` when every byte is current there (``'host'``: on the host, and on the
+        device only in part or not at all), ``'mixed'`` when some are current only on the
+        host and others only on the device."""
+        state = self.current_state()
+        if state is not State.MIXED:
+            return state.value
+        assert self._segments is not None
+        labels = self._segments.labels_in(extent)
+        if State.HOST in labels and State.DEVICE in labels:
+            return "mixed"
+        for state in (State.HOST, State.DEVICE):
+            if state in labels:
+                return state.value
+        return "both"
+
+    def ranges(self) -> list[tuple[int, int, str]]:
+        """``(start, stop, where)`` for every byte range, where its bytes are current."""
+        if self._segments is None:
+            return [(0, self.nbytes, self.state.value)]
+        return [(a, b, label.value) for a, b, label in self._segments.items()]
+
+    def state_snapshot(self) -> tuple[State, Segments | None]:
+        """The state to go back to with :meth:`cancel_launch`."""
+        return self.state, None if self._segments is None else self._segments.copy()
+
+    def _runs(self, extent: Extent | None, label: State) -> list[tuple[int, int]]:
+        """The byte ranges of ``extent`` (None: all) in state ``label``, in order."""
+        segments = self._segments
+        if segments is None:
+            if self.state is not label or not self.nbytes:
+                return []
+            return [(0, self.nbytes)] if extent is None else list(extent)
+        return segments.runs(extent, label)
+
+    def _set_state(self, extent: Extent | None, label: State) -> None:
+        """Put the bytes of ``extent`` (None: all) in state ``label``: the only place a
+        state changes (a whole allocation's, or part of it)."""
+        if extent is None:
+            self.state = label
+            self._segments = None
+            return
+        segments = self._segments
+        if segments is None:
+            if self.state is label or not extent:
+                return
+            segments = Segments(self.nbytes, self.state, State.BOTH)
+        for lo, hi in extent:
+            segments.set(lo, hi, label)
+        uniform = segments.uniform()
+        if uniform is not None:
+            self.state = uniform
+            self._segments = None
+        else:
+            self.state = State.MIXED
+            self._segments = segments
+
+    def _mergeable(self, runs: list[tuple[int, int]], forbidden: State) -> list[tuple[int, int]]:
+        """``runs`` with neighbours closer than the coalescing gap merged, where the gap
+        holds no byte in state ``forbidden`` (whose copy the merged copy would overwrite)."""
+        gap = coalesce_bytes()
+        merged: list[tuple[int, int]] = []
+        for lo, hi in runs:
+            if merged and lo - merged[-1][1] < gap:
+                between = ((merged[-1][1], lo),)
+                if not self._runs(between, forbidden):
+                    merged[-1] = (merged[-1][0], hi)
+                    continue
+            merged.append((lo, hi))
+        return merged
 
     def current_state(self) -> State:
         """The state, after writes through host exports were looked for (see
@@ -235,14 +356,18 @@ class Allocation:
         snapshot = self._host_snapshot
         if snapshot is None:
             return
-        if self.state is State.BOTH:
+        if self.state is State.BOTH or (self.state is State.MIXED and self._launch is None):
             assert self.host is not None
             self.wait_host()
-            if not _same_bytes(self.host, snapshot):
-                self.state = State.HOST  # written through an export: the device copy is stale
+            changed = _changed_ranges(self.host, snapshot, self._runs(None, State.BOTH))
+            if changed:
+                # Written through an export: those bytes of the device copy are stale.
+                self._set_state(tuple(changed), State.HOST)
                 self._end_hand_out()
-            elif self.host_exports:
-                return  # still equal, and exports that may write are alive: keep watching
+            if self.host_exports:
+                # exports that may write are alive: keep watching (the changed bytes, now
+                # HOST, are taken into the snapshot when they are current on both sides again)
+                return
         elif self._launch is not None:
             # HOST only until the launch being prepared is enqueued (begin_device_write): the
             # device copy still equals the snapshot, and a launch that fails goes back to
@@ -258,7 +383,7 @@ class Allocation:
         one upload at the next device use."""
         if (
             self._host_snapshot is None
-            and self.state is State.BOTH
+            and (self.state is State.BOTH or self.state is State.MIXED)
             and self.host_memory != "mapped"
             and self.host is not None
         ):
@@ -266,22 +391,44 @@ class Allocation:
                 self._host_snapshot = _snapshot(self.host)
             except MemoryError:
                 # No room for the copy: writes through the exports could not be found, so
-                # the device copy counts as stale (one upload at its next use).
-                self.state = State.HOST
+                # the device copy counts as stale where it was current (one upload at its
+                # next use).
+                self._set_state(tuple(self._runs(None, State.BOTH)), State.HOST)
+
+    def _took_into_snapshot(self, runs: list[tuple[int, int]]) -> None:
+        """The host bytes of ``runs`` were just made equal to the device copy's: the
+        snapshot compared by :meth:`check_host_exports` takes them (one is taken if host
+        exports are alive and there is none)."""
+        snapshot = self._host_snapshot
+        if snapshot is None:
+            if self.host_exports:  # exports may be written from now on: snapshot
+                self.wait_host()
+                self.watch_host_exports()
+            return
+        self.wait_host()
+        host = _bytes_of(self.host)
+        for lo, hi in runs:
+            snapshot[lo:hi] = host[lo:hi]
 
     # --- reads: make a side valid ----------------------------------------------------------
 
-    def ensure_host(self, stream: Any = None) -> np.ndarray:
-        """Make the host copy current (one D2H copy if it is stale) and return it."""
+    def ensure_host(self, stream: Any = None, extent: Extent | None = None) -> np.ndarray:
+        """Make the host copy current (of the bytes of ``extent``; None: all), copying the
+        stale bytes among them, and return the host buffer."""
         with self.lock:
-            if self.state is State.DEVICE:
-                self._download(stream)
+            if self.state is State.DEVICE or self.state is State.MIXED:
+                runs = self._runs(extent, State.DEVICE)
+                if runs:
+                    self._download(stream, runs)
             if stream is None or _backend.is_default_stream(stream):
                 self.wait_host()
             return self._host_buffer()
 
-    def ensure_device(self, stream: Any = None, launch: object = None) -> Any:
-        """Make the device copy current (one H2D copy if it is stale) and return it.
+    def ensure_device(
+        self, stream: Any = None, launch: object = None, extent: Extent | None = None
+    ) -> Any:
+        """Make the device copy current (of the bytes of ``extent``; None: all), copying the
+        stale bytes among them, and return the device buffer.
 
         Device work on ``stream`` is ordered after earlier device work on this allocation
         (on any stream). ``launch`` identifies the kernel launch being prepared, if any.
@@ -290,20 +437,28 @@ class Allocation:
             self.check_host_exports()
             self._order_after_device_work(stream)
             device = self._device_buffer(stream)
-            same_launch = launch is not None and self._launch is launch
-            if self.state is State.HOST and not same_launch:
-                assert self.host is not None
-                _transfer.host_to_device(self.host, device, label=self.label, stream=stream)
-                self.state = State.BOTH
-                self._end_hand_out()  # (a copy of the host data: nothing written through it)
-                # The upload may still be reading the host buffer: host writes wait for it
-                # (and a pooled buffer is not reused before it is done, if this array dies).
-                self._host_event = self._note_device_work(stream)
-                _pinned_pool.fence(self.host, self._host_event)
-                self._host_snapshot = None  # (one kept through a launch that never ended)
-                if self.host_exports:  # exports may be written from now on: snapshot
-                    self.watch_host_exports()
+            if self.state is State.HOST or self.state is State.MIXED:
+                runs = self._runs(extent, State.HOST)
+                if launch is not None and self._launch is launch and runs:
+                    runs = _minus(runs, self._launch_ranges)  # (equal for this launch)
+                if runs:
+                    self._upload(stream, runs)
             return device
+
+    def _upload(self, stream: Any, runs: list[tuple[int, int]]) -> None:
+        """Copy the host bytes of ``runs`` (state HOST) to the device copy: BOTH."""
+        host = self._host_buffer()  # (made filled if it was never needed: its bytes)
+        runs = self._mergeable(runs, State.DEVICE)
+        _transfer.host_to_device(
+            host, self.device, label=self.label, stream=stream, ranges=runs
+        )
+        self._set_state(None if runs == [(0, self.nbytes)] else tuple(runs), State.BOTH)
+        self._end_hand_out()  # (a copy of the host data: nothing written through it)
+        # The upload may still be reading the host buffer: host writes wait for it
+        # (and a pooled buffer is not reused before it is done, if this array dies).
+        self._host_event = self._note_device_work(stream)
+        _pinned_pool.fence(host, self._host_event)
+        self._took_into_snapshot(runs)
 
     def resident_view(
         self,
@@ -351,62 +506,75 @@ class Allocation:
 
     # --- writes ------------------------------------------------------------------------
 
-    def mark_changed(self, where: Where) -> None:
-        """Declare the ``where`` copy modified: the other copy becomes stale."""
+    def mark_changed(self, where: Where, extent: Extent | None = None) -> None:
+        """Declare the ``where`` copy modified (the bytes of ``extent``; None: all): the other
+        copy of those bytes becomes stale."""
         with self.lock:
-            self._launch = None
-            self._host_snapshot = None  # (the declared side is the current one)
             spilled = self._spilled_hand_out and where == "gpu"
-            self._end_hand_out()  # (what the caller wrote is declared now)
             if spilled and self.state is State.HOST:
+                self._launch = None
+                self._end_hand_out()
                 return  # spilled once nothing held it: the host copy holds what was written
-            if where == "host":
-                if self.state is State.DEVICE:
-                    # Writes to a stale host copy would be lost (or mixed with stale bytes).
-                    raise RuntimeError(
-                        f"{self.label}: mark_changed('host') on an array whose host copy is "
-                        "stale; call get('host') before writing to the host copy"
-                    )
-                if self.host_memory != "mapped":
-                    self.state = State.HOST
-            else:
-                if self.state is State.HOST:
-                    raise RuntimeError(
-                        f"{self.label}: mark_changed('gpu') on an array whose device copy is "
-                        "stale; call get('gpu') before writing to the device copy"
-                    )
-                if self.host_memory != "mapped":
-                    self.state = State.DEVICE
+            stale = State.DEVICE if where == "host" else State.HOST
+            if self._runs(extent, stale):
+                # Writes to a stale copy would be lost (or mixed with stale bytes).
+                raise RuntimeError(
+                    f"{self.label}: mark_changed({where!r}) on an array whose "
+                    f"{'host' if where == 'host' else 'device'} copy is stale; call "
+                    f"get({where!r}) before writing to the "
+                    f"{'host' if where == 'host' else 'device'} copy"
+                )
+            self._launch = None
+            self._launch_ranges = []
+            self._end_hand_out()  # (what the caller wrote is declared now)
+            if self.host_memory != "mapped":
+                if extent is None:
+                    self._host_snapshot = None  # (the declared side is the current one)
+                self._set_state(extent, State.HOST if where == "host" else State.DEVICE)
 
-    def prepare_host_write(self, overwrite_all: bool) -> np.ndarray:
-        """Return the host buffer, current unless the caller overwrites all of it."""
+    def host_written(self, extent: Extent | None = None) -> None:
+        """Record that the host bytes of ``extent`` (None: all) were written (after
+        :meth:`prepare_host_write`): the device copy of them is stale."""
+        self.mark_changed("host", extent)
+
+    def prepare_host_write(self, overwrite_all: bool, extent: Extent | None = None) -> np.ndarray:
+        """Return the host buffer, current (in ``extent``; None: all) unless the caller
+        overwrites every byte of ``extent``. The caller writes, then calls
+        :meth:`host_written` with the same extent."""
         with self.lock:
             self._launch = None
+            self._launch_ranges = []
             self._end_hand_out()
-            if overwrite_all and self.state is State.DEVICE:
+            if overwrite_all and self._runs(extent, State.DEVICE):
                 host = self._host_buffer()
                 self.wait_host()
-                self.state = State.HOST
+                if self.host_memory != "mapped":
+                    self._set_state(extent, State.HOST)  # (its old bytes are never needed)
                 return host
-            return self.ensure_host()
+            return self.ensure_host(None, extent)
 
     def prepare_device_write(
-        self, overwrite_all: bool, stream: Any = None, launch: object = None
+        self,
+        overwrite_all: bool,
+        stream: Any = None,
+        launch: object = None,
+        extent: Extent | None = None,
     ) -> Any:
-        """Return the device buffer, current unless the caller overwrites all of it.
+        """Return the device buffer, current (in ``extent``; None: all) unless the caller
+        overwrites every byte of ``extent``.
 
         With ``overwrite_all`` nothing is copied and the state is left alone: the writer calls
         :meth:`device_written` once its write has been enqueued.
         """
         with self.lock:
             self.check_host_exports()
-            if overwrite_all and self.state is State.HOST:
+            if overwrite_all:  # (the host bytes of the extent are never needed there)
                 self._order_after_device_work(stream)
                 return self._device_buffer(stream)
-            return self.ensure_device(stream, launch)
+            return self.ensure_device(stream, launch, extent)
 
-    def begin_device_write(self, launch: object = None) -> None:
-        """A kernel is about to write the device copy.
+    def begin_device_write(self, launch: object = None, extent: Extent | None = None) -> None:
+        """A kernel is about to write the device copy (the bytes of ``extent``; None: all).
 
         Until the launch is enqueued (:meth:`device_written`), the host copy, if current,
         stays the authoritative one: a launch that fails half-way leaves no stale copy valid.
@@ -415,16 +583,25 @@ class Allocation:
         """
         with self.lock:
             self.check_host_exports()
-            if self.state is State.BOTH and self.host_memory != "mapped":
-                self.state = State.HOST
+            if self.host_memory == "mapped":
+                return
+            both = self._runs(extent, State.BOTH)
+            if both:
+                self._set_state(None if self.state is State.BOTH and extent is None else tuple(both),
+                            State.HOST)  # fmt: skip
+                if self._launch is not launch:
+                    self._launch_ranges = []
                 self._launch = launch
+                self._launch_ranges = coalesce(sorted(self._launch_ranges + both), 0)
 
-    def device_written(self, stream: Any = None) -> None:
-        """Record that device work (a kernel) wrote the device copy on ``stream``."""
+    def device_written(self, stream: Any = None, extent: Extent | None = None) -> None:
+        """Record that device work (a kernel) wrote the device copy (the bytes of
+        ``extent``; None: all) on ``stream``."""
         with self.lock:
             if self.host_memory != "mapped":
-                self.state = State.DEVICE
+                self._set_state(extent, State.DEVICE)
             self._launch = None
+            self._launch_ranges = []
             self._end_hand_out()
             self._note_device_work(stream)
 
@@ -433,16 +610,18 @@ class Allocation:
         with self.lock:
             self._note_device_work(stream)
 
-    def cancel_launch(self, state: State) -> None:
+    def cancel_launch(self, state: tuple[State, Segments | None]) -> None:
         """A launch being prepared failed before it was enqueued: go back to ``state``.
 
-        ``state`` is this allocation's state when the launch first touched it. Nothing ran on
-        the device since, so it is exact (an upload made for the launch is just forgotten).
+        ``state`` is this allocation's :meth:`state_snapshot` when the launch first touched
+        it. Nothing ran on the device since, so it is exact (an upload made for the launch
+        is just forgotten).
         """
         with self.lock:
             self._launch = None
+            self._launch_ranges = []
             if self.host_memory != "mapped":
-                self.state = state
+                self.state, self._segments = state[0], state[1]
             if self.host_exports:  # (BOTH again: keep watching exports for writes)
                 self.watch_host_exports()
 
@@ -453,6 +632,7 @@ class Allocation:
         with self.lock:
             if self._launch is launch:
                 self._launch = None
+                self._launch_ranges = []
 
     def own_device(self) -> None:
         """The adopted device buffer was allocated for smartarray (a CUDA ufunc's result):
@@ -489,7 +669,7 @@ class Allocation:
         be written through a device array the caller holds (so eviction keeps it)."""
         return (
             self._possibly_written
-            and self.state is State.BOTH
+            and (self.state is State.BOTH or self.state is State.MIXED)
             and any(ref() is not None for ref in self._handed_out)
         )
 
@@ -525,8 +705,9 @@ class Allocation:
         with self.lock:
             if not self.host_exports:
                 return
-            if self.state is State.DEVICE:
-                self._download(stream)
+            runs = self._runs(None, State.DEVICE)
+            if runs:
+                self._download(stream, runs)
             self.wait_host()  # (mapped memory: waits for the device work that wrote it)
 
     # --- releasing ------------------------------------------------------------------------
@@ -544,8 +725,9 @@ class Allocation:
                 return
             if self._possibly_written:  # (a host write through an export is not overwritten)
                 self.check_host_exports()
-            if self._dirty():  # (also a copy handed out by get('gpu'), possibly written)
-                self._download(None)
+            dirty = self._dirty_runs()  # (also a copy handed out by get('gpu'), possibly written)
+            if dirty:
+                self._download(None, dirty)
                 self.wait_host()
             self._drop_device()
 
@@ -568,12 +750,16 @@ class Allocation:
             or self.device_handed_out
         ):
             return None
-        return self.nbytes if self._dirty() else 0
+        return sum(hi - lo for lo, hi in self._dirty_runs())
 
-    def _dirty(self) -> bool:
-        """True when only the device copy may hold the data: state ``DEVICE``, or a copy
-        handed out by ``get('gpu')`` and possibly written since (state ``BOTH``)."""
-        return self.state is State.DEVICE or (self._possibly_written and self.state is State.BOTH)
+    def _dirty_runs(self) -> list[tuple[int, int]]:
+        """The byte ranges only the device copy may hold: those in state ``DEVICE``, and
+        those in ``BOTH`` too while a copy handed out by ``get('gpu')`` may have been
+        written since."""
+        runs = self._runs(None, State.DEVICE)
+        if self._possibly_written and self.state is not State.HOST:
+            runs = coalesce(sorted(runs + self._runs(None, State.BOTH)), 0)
+        return runs
 
     def device_busy(self) -> bool:
         """True while asynchronous device work recorded for this allocation is unfinished."""
@@ -594,11 +780,12 @@ class Allocation:
                 # A spill must not overwrite a host write made through an export meanwhile:
                 # one found makes the host copy the current one (and ends the hand-out).
                 self.check_host_exports()
-            spilled_hand_out = self._possibly_written and self._dirty()  # (really spilled)
-            if self._dirty():
+            dirty = self._dirty_runs()
+            spilled_hand_out = self._possibly_written and bool(dirty)  # (really spilled)
+            if dirty:
                 if not spill:
                     return 0
-                self._download(None, spill=True)
+                self._download(None, dirty, spill=True)
                 self.wait_host()
             self._drop_device()
             self._spilled_hand_out = spilled_hand_out
@@ -606,18 +793,26 @@ class Allocation:
 
     # --- internals ------------------------------------------------------------------------
 
-    def _download(self, stream: Any, spill: bool = False) -> None:
+    def _download(
+        self, stream: Any, runs: list[tuple[int, int]] | None = None, spill: bool = False
+    ) -> None:
+        """Copy the device bytes of ``runs`` (None: all) to the host copy: BOTH there."""
         host = self._host_buffer()
         self._order_after_device_work(stream)
-        _transfer.device_to_host(self.device, host, label=self.label, stream=stream, spill=spill)
-        self.state = State.BOTH
+        if runs is not None:
+            runs = self._mergeable(runs, State.HOST)
+            if runs == [(0, self.nbytes)]:
+                runs = None
+        _transfer.device_to_host(
+            self.device, host, label=self.label, stream=stream, spill=spill, ranges=runs
+        )
+        self._set_state(None if runs is None else tuple(runs), State.BOTH)
         self._host_event = self._note_device_work(stream)
         _pinned_pool.fence(host, self._host_event)
-        self._host_snapshot = None  # (the host copy was overwritten)
-        if self.host_exports and not spill:  # exports may be written from now on: snapshot
-            # the new bytes (not for a spill: the device copy is dropped next, state HOST)
-            self.wait_host()
-            self.watch_host_exports()
+        if spill:  # (the device copy is dropped next: HOST, nothing to watch)
+            self._host_snapshot = None
+        else:
+            self._took_into_snapshot([(0, self.nbytes)] if runs is None else runs)
 
     def _drop_device(self) -> None:
         """Let go of the (stale or duplicate) device copy; the host copy is current."""
@@ -627,7 +822,9 @@ class Allocation:
         self._device_event = None
         self._default_stream_work = False
         self._launch = None
-        self.state = State.HOST
+        self._launch_ranges = []
+        # (every byte is current on the host now; one never made holds its fill still)
+        self._set_state(None, State.HOST if self.host is not None else State.BOTH)
         self._end_hand_out()  # (evict_device sets _spilled_hand_out after this, if it spilled)
         self._host_snapshot = None
         if self._device_owned and self._exported_device is None:
@@ -635,11 +832,17 @@ class Allocation:
             _memory.release(self)
 
     def _host_buffer(self) -> np.ndarray:
-        if self.host is None:
-            self.host = _host_buffers.host_empty(
-                self.shape, self.dtype, self.order, self.host_memory
-            )
-        return self.host
+        host = self.host
+        if host is None:
+            host = _host_buffers.host_empty(self.shape, self.dtype, self.order, self.host_memory)
+            fill = self._fill
+            if fill is not None:
+                if fill[0] is not UNDEFINED:
+                    host[...] = fill[0]
+                if self.device is not None:
+                    self._fill = None  # (both buffers exist)
+            self.host = host
+        return host
 
     def _device_buffer(self, stream: Any) -> Any:
         if self.device is None:
@@ -648,10 +851,18 @@ class Allocation:
                 return self.device
             _backend.check_device_dtype(self.dtype)
             # Within the device memory budget (may evict other arrays' device copies).
-            self.device = _memory.allocate(
+            device = _memory.allocate(
                 self, lambda: _backend.device_empty(self.shape, self.dtype, self.order, stream)
             )
             self._device_owned = True
+            fill = self._fill
+            if fill is not None:
+                if fill[0] is not UNDEFINED:  # made filled on the device: no copy
+                    _backend.device_fill(device, fill[0], stream)
+                    self._note_device_work(stream)
+                if self.host is not None:
+                    self._fill = None  # (both buffers exist)
+            self.device = device
         elif self._device_owned:
             _memory.touch(self)
         return self.device
@@ -697,24 +908,62 @@ class Allocation:
         return view
 
 
-def _snapshot(host: np.ndarray) -> np.ndarray | bytes:
-    """A copy of the contiguous array ``host`` to compare with later (see
-    :func:`_same_bytes`); small arrays as bytes, the quickest to take and to compare."""
-    return host.tobytes("A") if host.nbytes <= _SMALL_SNAPSHOT else host.copy(order="A")
+def _minus(
+    runs: list[tuple[int, int]], ranges: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The parts of ``runs`` outside ``ranges`` (both sorted, disjoint)."""
+    result = []
+    for lo, hi in runs:
+        for a, b in ranges:
+            if b <= lo or a >= hi:
+                continue
+            if a > lo:
+                result.append((lo, a))
+            lo = max(lo, b)
+            if lo >= hi:
+                break
+        if lo < hi:
+            result.append((lo, hi))
+    return result
 
 
-def _same_bytes(host: np.ndarray, snapshot: np.ndarray | bytes) -> bool:
-    """True when the contiguous array ``host`` holds the bytes of ``snapshot`` (its bytes, or
-    an array of its shape and layout; compared in 16 MiB pieces, as 8-byte words where the
-    size allows)."""
-    if isinstance(snapshot, bytes):
-        return host.tobytes("A") == snapshot
-    a = host.reshape(-1, order="A").view(np.uint8)
-    b = snapshot.reshape(-1, order="A").view(np.uint8)
-    if a.size % 8 == 0:
-        a, b = a.view(np.uint64), b.view(np.uint64)
-    step = (16 << 20) // a.itemsize
-    for start in range(0, a.size, step):
-        if not np.equal(a[start : start + step], b[start : start + step]).all():
-            return False
-    return True
+def _bytes_of(host: np.ndarray) -> np.ndarray:
+    """The contiguous array ``host`` as flat bytes, in memory order."""
+    return host.reshape(-1, order="A").view(np.uint8)
+
+
+def _snapshot(host: np.ndarray) -> np.ndarray:
+    """A copy of the bytes of the contiguous array ``host`` (see :func:`_changed_ranges`)."""
+    return _bytes_of(host).copy()
+
+
+def _changed_ranges(
+    host: np.ndarray, snapshot: np.ndarray, runs: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The byte ranges within ``runs`` where ``host`` differs from ``snapshot``: compared in
+    16 MiB pieces (as 8-byte words where they line up); the differing bytes of a piece found
+    exactly, then merged within each run across gaps below the coalescing gap (at most 32
+    ranges per run: past that, the run's covering range)."""
+    a = _bytes_of(host)
+    changed: list[tuple[int, int]] = []
+    step = 16 << 20
+    for lo, hi in runs:
+        found: list[tuple[int, int]] = []
+        for start in range(lo, hi, step):
+            stop = min(start + step, hi)
+            x, y = a[start:stop], snapshot[start:stop]
+            if start % 8 == 0 and (stop - start) % 8 == 0:
+                if np.array_equal(x.view(np.uint64), y.view(np.uint64)):
+                    continue
+            elif np.array_equal(x, y):
+                continue
+            diff = np.concatenate(([False], x != y, [False]))
+            edges = np.flatnonzero(diff[1:] != diff[:-1])
+            found.extend(
+                (start + int(b), start + int(e)) for b, e in zip(edges[::2], edges[1::2], strict=True)
+            )
+        found = coalesce(found)
+        if len(found) > 32:
+            found = [(found[0][0], found[-1][1])]
+        changed.extend(found)
+    return changed

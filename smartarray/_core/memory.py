@@ -60,6 +60,8 @@ class Allocation(Protocol):
 
     def check_host_exports(self) -> None: ...
 
+    def state_snapshot(self) -> Any: ...
+
     def cancel_launch(self, state: Any) -> None: ...
 
     def end_failed_launch(self, launch: object) -> None: ...
@@ -147,7 +149,7 @@ class LaunchPins:
     """
 
     def __init__(self, token: object = None) -> None:
-        self.states: dict[int, tuple[Allocation, Any]] = {}  # key -> (allocation, its State)
+        self.states: dict[int, tuple[Allocation, Any]] = {}  # key -> (allocation, its state)
         self.after_release: Callable[[], None] | None = None
         # What the launch's arguments record as the launch being prepared
         # (Allocation.begin_device_write): numba-cuda's ``retr`` list, or these pins.
@@ -165,7 +167,7 @@ class LaunchPins:
         if alloc.key not in self.states:
             alloc.check_host_exports()
             with _BUDGET.lock:
-                self.states[alloc.key] = (alloc, alloc.state)
+                self.states[alloc.key] = (alloc, alloc.state_snapshot())
 
     def abort(self) -> None:
         """The launch will not happen: restore every argument's flags, then unpin."""

@@ -39,6 +39,10 @@ class TransferRecord:
     spill : bool
         True for a device-to-host copy made to evict the array's device copy under the
         device memory limit (see :func:`smartarray.set_device_memory_limit`).
+    offset : int
+        Where the copied bytes start in the allocation's buffers (0 for a whole copy): a copy
+        of part of an array (only the stale bytes, see docs/coherence.md) moves
+        ``[offset, offset + nbytes)``.
     """
 
     direction: Direction
@@ -46,6 +50,7 @@ class TransferRecord:
     array: str
     asynchronous: bool = False
     spill: bool = False
+    offset: int = 0
 
 
 @dataclass
@@ -206,27 +211,79 @@ def no_transfers() -> Iterator[None]:
         refusals.depth -= 1
 
 
-def host_to_device(host: np.ndarray, device: Any, *, label: str, stream: Any = None) -> None:
-    """Copy a whole contiguous host buffer to its device twin and record it."""
-    nbytes = host.nbytes
-    if nbytes == 0:
-        return
-    _LEDGER.check_allowed("h2d", nbytes, label)
-    _backend.copy_h2d(host, device, stream)
-    _LEDGER.record(TransferRecord("h2d", nbytes, label, not _backend.is_default_stream(stream)))
+def host_to_device(
+    host: np.ndarray,
+    device: Any,
+    *,
+    label: str,
+    stream: Any = None,
+    ranges: list[tuple[int, int]] | None = None,
+) -> None:
+    """Copy a contiguous host buffer to its device twin (all of it, or the byte ``ranges``)
+    and record each copy."""
+    _copy("h2d", host, device, label, stream, ranges, spill=False)
 
 
 def device_to_host(
-    device: Any, host: np.ndarray, *, label: str, stream: Any = None, spill: bool = False
+    device: Any,
+    host: np.ndarray,
+    *,
+    label: str,
+    stream: Any = None,
+    spill: bool = False,
+    ranges: list[tuple[int, int]] | None = None,
 ) -> None:
-    """Copy a whole contiguous device buffer to its host twin and record it.
+    """Copy a contiguous device buffer to its host twin (all of it, or the byte ``ranges``)
+    and record each copy.
 
-    ``spill`` marks the copy made to evict a dirty device copy (counted as a spill too).
+    ``spill`` marks the copies made to evict a dirty device copy (counted as spills too).
     """
+    _copy("d2h", host, device, label, stream, ranges, spill)
+
+
+def _copy(
+    direction: Direction,
+    host: np.ndarray,
+    device: Any,
+    label: str,
+    stream: Any,
+    ranges: list[tuple[int, int]] | None,
+    spill: bool,
+) -> None:
+    """Copy ``ranges`` (sorted, disjoint; None: everything) in ``direction``, one record
+    each. Refused as a whole inside ``no_transfers()``, before anything is copied. Several
+    ranges on the default stream are enqueued on one stream, then waited for once."""
     nbytes = host.nbytes
-    if nbytes == 0:
+    if ranges is None or ranges == [(0, nbytes)]:
+        ranges = [(0, nbytes)] if nbytes else []
+        whole = True
+    else:
+        whole = False
+    total = sum(hi - lo for lo, hi in ranges)
+    if total == 0:
         return
-    _LEDGER.check_allowed("d2h", nbytes, label)
-    _backend.copy_d2h(device, host, stream)
+    _LEDGER.check_allowed(direction, total, label)
     asynchronous = not _backend.is_default_stream(stream)
-    _LEDGER.record(TransferRecord("d2h", nbytes, label, asynchronous, spill))
+    if whole:
+        if direction == "h2d":
+            _backend.copy_h2d(host, device, stream)
+        else:
+            _backend.copy_d2h(device, host, stream)
+        _LEDGER.record(TransferRecord(direction, nbytes, label, asynchronous, spill))
+        return
+    batch = stream
+    if len(ranges) > 1 and not asynchronous and _backend.tier() == "gpu":
+        batch = _backend.cuda().stream()  # one synchronisation for all of them, below
+    host_bytes = host.reshape(-1, order="A").view(np.uint8)
+    for lo, hi in ranges:
+        part = _backend.device_view(device, lo, (hi - lo,), (1,), _BYTES)
+        if direction == "h2d":
+            _backend.copy_h2d(host_bytes[lo:hi], part, batch)
+        else:
+            _backend.copy_d2h(part, host_bytes[lo:hi], batch)
+        _LEDGER.record(TransferRecord(direction, hi - lo, label, asynchronous, spill, lo))
+    if batch is not stream:
+        batch.synchronize()
+
+
+_BYTES = np.dtype(np.uint8)

@@ -60,19 +60,22 @@ def kernel_argument(
             if hint is not None and not array._writeable:
                 raise read_only_target_error(array, hint)
             array._check_writeable()
-        whole = array._covers_allocation()
+        # Only the bytes of the argument's view are made current, and marked written.
+        span = array._span()
+        overwrite = array._overwrites_span()
         with alloc.lock:
             pins.add(alloc)
             if intent == "out":
                 device = array._device_view(
-                    stream, prepare=lambda s: alloc.prepare_device_write(whole, s, launch=retr)
+                    stream,
+                    prepare=lambda s, e: alloc.prepare_device_write(overwrite, s, retr, e),
                 )
             else:
                 device = array._device_view(
-                    stream, prepare=lambda s: alloc.ensure_device(s, launch=retr)
+                    stream, prepare=lambda s, e: alloc.ensure_device(s, retr, e)
                 )
             if intent != "in":
-                alloc.begin_device_write(launch=retr)
+                alloc.begin_device_write(retr, span)
     except BaseException:
         pins.abort()  # no launch: every argument prepared so far gets its flags back
         raise
@@ -81,7 +84,7 @@ def kernel_argument(
         if intent == "in":
             alloc.device_read(stream)
         else:
-            alloc.device_written(stream)
+            alloc.device_written(stream, span)
             if alloc.host_exports:  # kept host views (np.asarray): downloaded after the pins
                 _host_exports.after_launch_write(pins, alloc, stream)
 

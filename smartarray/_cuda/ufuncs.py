@@ -86,7 +86,7 @@ def _unwrap_input(
             if resident is not None:
                 return resident
             return value._device_view(
-                stream, prepare=lambda s: alloc.ensure_device(s, launch=launch)
+                stream, prepare=lambda s, e: alloc.ensure_device(s, launch, e)
             )
     return value
 
@@ -107,16 +107,16 @@ def _unwrap_output(
     """The device array for an output; its old contents are uploaded only if ``read``."""
     if isinstance(value, SmartArray):
         alloc = value._alloc
-        whole = value._covers_allocation() and not read
+        overwrite = value._overwrites_span() and not read
         with alloc.lock:
             launch.add(alloc)
             device = _resident(value, stream, writes=True)
             if device is None:
                 device = value._device_view(
                     stream,
-                    prepare=lambda s: alloc.prepare_device_write(whole, s, launch=launch),
+                    prepare=lambda s, e: alloc.prepare_device_write(overwrite, s, launch, e),
                 )
-                alloc.begin_device_write(launch=launch)
+                alloc.begin_device_write(launch, value._span())
         written.append(value)
         return device
     return value
@@ -237,7 +237,7 @@ class SmartUFunc:
             launch.fail()  # (its kernels may have run: written outputs stay HOST)
             raise
         for array in written:
-            array._alloc.device_written(stream)
+            array._alloc.device_written(stream, array._span())
         for array in read:
             array._alloc.device_read(stream)
         # Unpinned only now: an output overwritten whole from the host state looks clean (its

@@ -50,7 +50,6 @@ import numpy as np
 
 from .._array import SmartArray
 from .._core import backend as _backend
-from .._core.coherence import State
 
 # --- the chunk-level operations (no dask import needed to call them) -----------------------
 
@@ -66,7 +65,7 @@ def current_host_view(array: SmartArray) -> np.ndarray | None:
     """``array``'s host data as an ndarray view (no copy), or None if the host copy is stale."""
     alloc = array._alloc
     with alloc.lock:
-        if alloc.state is State.DEVICE:
+        if not alloc.is_valid("host", array._span()):
             return None
         return _host_ndarray(array)
 
@@ -75,7 +74,7 @@ def _host_ndarray(array: SmartArray) -> np.ndarray:
     """The host copy made current (copying from the device if it is stale), as a view."""
     alloc = array._alloc
     with alloc.lock:
-        host = alloc.ensure_host()
+        host = alloc.ensure_host(None, array._span())
         return _backend.strided_view(
             host, array._offset, array.shape, array.strides, array.dtype, array._writeable
         )
@@ -88,7 +87,7 @@ def is_device_object(array: SmartArray) -> bool:
     """
     alloc = array._alloc
     return (
-        alloc.state is not State.HOST
+        alloc.is_valid("gpu", array._span())
         and alloc.device is not None
         and (alloc.host_memory != "mapped")
     )
@@ -141,7 +140,7 @@ def cuda_serialize(array: SmartArray) -> tuple[dict, list]:
     with alloc.lock:
         if not is_device_object(array):
             raise NotImplementedError("the device copy is not current: ship the host copy")
-        device = alloc.ensure_device()  # current already: waits for pending device work
+        device = alloc.ensure_device(None, None, array._span())  # current already: waits for pending device work
         if _backend.tier() == "gpu":
             _backend.cuda().synchronize()  # kernels still writing it, on any stream
         frame = _backend.device_view(

@@ -30,7 +30,6 @@ import numpy as np
 
 from .. import _hooks
 from .._core import backend as _backend
-from .._core.coherence import State
 
 if TYPE_CHECKING:
     from .._array import SmartArray
@@ -46,7 +45,7 @@ def _current_device_id() -> int:
 
 
 def _default_side(array: SmartArray) -> str:
-    if _backend.tier() == "gpu" and array._alloc.state is State.DEVICE:
+    if _backend.tier() == "gpu" and not array._alloc.is_valid("host", array._span()):
         return "gpu"
     return "host"
 
@@ -122,7 +121,7 @@ def _export_host(array: SmartArray, max_version: Any, copy: bool) -> Any:
             data = np.array(array._host_view(write=False), copy=True)
         elif array._writeable:
             data = array._host_view(write=True).view()
-            alloc.mark_changed("host")
+            alloc.host_written(array._span())
             array._hand_out_host()
         else:
             data = array._host_view(write=False).view()

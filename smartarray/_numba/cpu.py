@@ -191,9 +191,10 @@ def _prepare_host(obj: Any, write: bool, native: bool) -> np.ndarray:
         array._check_writeable()
     alloc = array._alloc
     with alloc.lock:
-        alloc.ensure_host()
+        span = array._span()
+        alloc.ensure_host(None, span)
         if write:
-            alloc.mark_changed("host")
+            alloc.host_written(span)
         view = _jit_view(array, write)
         if native:
             _jit_native(array, view, write)

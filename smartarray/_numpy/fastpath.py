@@ -38,6 +38,7 @@ from .._core.coherence import State
 
 _DEVICE = State.DEVICE
 _HOST = State.HOST
+_MIXED = State.MIXED
 
 # Operands numpy handles itself, with no override of their own: passed to numpy as they are.
 PLAIN_OPERANDS: frozenset[type] = frozenset(
@@ -52,7 +53,13 @@ def readable_host(array: SmartArray) -> np.ndarray | None:
     """``array``'s read-only host view (made and cached on first use) if reading it needs no
     copy, wait or lock; None otherwise."""
     alloc = array._alloc
-    if alloc.state is _DEVICE or alloc._host_event is not None or alloc._device_event is not None:
+    state = alloc.state
+    if (
+        state is _DEVICE
+        or state is _MIXED
+        or alloc._host_event is not None
+        or alloc._device_event is not None
+    ):
         return None
     host = array._host_ro
     if host is None:  # e.g. a new result used as an operand: (x + y) * z

@@ -17,6 +17,7 @@ from .._core.layout import _layout_probe
 from . import protocols
 
 _DEVICE = State.DEVICE
+_MIXED = State.MIXED
 
 
 class FlatIterator:
@@ -91,6 +92,7 @@ class FlatIterator:
             reading is not None
             and reading.base is array._host_ro
             and alloc.state is not _DEVICE
+            and alloc.state is not _MIXED
             and alloc._host_event is None
             and alloc._device_event is None
         ):  # fast path: the host copy is current and nothing is pending (see fastpath)
@@ -213,6 +215,7 @@ def _checked_items(array: SmartArray) -> Iterator[Any]:
         if (
             array._host_ro is not host
             or alloc.state is device
+            or alloc.state is _MIXED
             or alloc._host_event is not None
             or alloc._device_event is not None
         ):  # made current (one download if it was stale), then read from ``index`` on

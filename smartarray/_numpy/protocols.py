@@ -126,7 +126,7 @@ class _Call:
             if error is not None and _raised_before_writing(error):
                 return
             for array in self.written:
-                array._alloc.mark_changed("host")
+                array._alloc.host_written(array._span())
         finally:
             while self._locked:
                 self._locked.pop().release()
