@@ -20,7 +20,6 @@ from ._core import host_buffers as _host_buffers
 from ._core import host_exports as _host_exports
 from ._core.coherence import Allocation, State
 from ._core.errors import normalize_where
-from ._core.ranges import Extent, extent_of
 from ._core.layout import (
     _FAKE_BASE,
     _NUMERIC_KINDS,
@@ -35,6 +34,7 @@ from ._core.layout import (
     _validate_assignment,
     _view_key,
 )
+from ._core.ranges import Extent, extent_of
 
 _HOST = State.HOST
 _DEVICE = State.DEVICE

@@ -449,9 +449,7 @@ class Allocation:
         """Copy the host bytes of ``runs`` (state HOST) to the device copy: BOTH."""
         host = self._host_buffer()  # (made filled if it was never needed: its bytes)
         runs = self._mergeable(runs, State.DEVICE)
-        _transfer.host_to_device(
-            host, self.device, label=self.label, stream=stream, ranges=runs
-        )
+        _transfer.host_to_device(host, self.device, label=self.label, stream=stream, ranges=runs)
         self._set_state(None if runs == [(0, self.nbytes)] else tuple(runs), State.BOTH)
         self._end_hand_out()  # (a copy of the host data: nothing written through it)
         # The upload may still be reading the host buffer: host writes wait for it
@@ -587,8 +585,8 @@ class Allocation:
                 return
             both = self._runs(extent, State.BOTH)
             if both:
-                self._set_state(None if self.state is State.BOTH and extent is None else tuple(both),
-                            State.HOST)  # fmt: skip
+                whole = self.state is State.BOTH and extent is None
+                self._set_state(None if whole else tuple(both), State.HOST)
                 if self._launch is not launch:
                     self._launch_ranges = []
                 self._launch = launch
@@ -908,9 +906,7 @@ class Allocation:
         return view
 
 
-def _minus(
-    runs: list[tuple[int, int]], ranges: list[tuple[int, int]]
-) -> list[tuple[int, int]]:
+def _minus(runs: list[tuple[int, int]], ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The parts of ``runs`` outside ``ranges`` (both sorted, disjoint)."""
     result = []
     for lo, hi in runs:
@@ -960,7 +956,8 @@ def _changed_ranges(
             diff = np.concatenate(([False], x != y, [False]))
             edges = np.flatnonzero(diff[1:] != diff[:-1])
             found.extend(
-                (start + int(b), start + int(e)) for b, e in zip(edges[::2], edges[1::2], strict=True)
+                (start + int(b), start + int(e))
+                for b, e in zip(edges[::2], edges[1::2], strict=True)
             )
         found = coalesce(found)
         if len(found) > 32:

@@ -98,7 +98,7 @@ class Segments:
     Neighbouring segments never have the same label.
     """
 
-    __slots__ = ("bounds", "labels", "both")
+    __slots__ = ("both", "bounds", "labels")
 
     def __init__(self, nbytes: int, label: Any, both: Any) -> None:
         self.bounds = [0, nbytes]

@@ -140,7 +140,8 @@ def cuda_serialize(array: SmartArray) -> tuple[dict, list]:
     with alloc.lock:
         if not is_device_object(array):
             raise NotImplementedError("the device copy is not current: ship the host copy")
-        device = alloc.ensure_device(None, None, array._span())  # current already: waits for pending device work
+        # (current already: waits for pending device work)
+        device = alloc.ensure_device(None, None, array._span())
         if _backend.tier() == "gpu":
             _backend.cuda().synchronize()  # kernels still writing it, on any stream
         frame = _backend.device_view(
