@@ -34,6 +34,7 @@ from ._core.backend import tier
 from ._core.errors import DeviceUnavailableError, SmartArrayKeptError, TransferError
 from ._core.memory import device_memory_limit, device_memory_usage, set_device_memory_limit
 from ._core.pinned_pool import pinned_pool_info, release_pinned_pool, set_pinned_pool_limit
+from ._core.ranges import coalesce_bytes, set_coalesce_bytes
 from ._core.transfer import (
     TransferRecord,
     TransferStats,
@@ -105,6 +106,7 @@ __all__ = [
     "TransferStats",
     "__version__",
     "asarray",
+    "coalesce_bytes",
     "cuda_ufunc",
     "device_memory_limit",
     "device_memory_usage",
@@ -120,6 +122,7 @@ __all__ = [
     "pinned_pool_info",
     "release_pinned_pool",
     "reset_transfer_stats",
+    "set_coalesce_bytes",
     "set_device_memory_limit",
     "set_pinned_pool_limit",
     "tier",

@@ -340,6 +340,18 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         docs/coherence.md and :func:`smartarray.coherence_ranges`)."""
         return self._alloc.location(self._span())
 
+    def coherence_ranges(self) -> list[tuple[int, int, str]]:
+        """Where each byte range of this array's buffer is current, for debugging.
+
+        Returns
+        -------
+        list of (start, stop, where)
+            Byte ranges ``[start, stop)`` of the base buffer (shared by every view of it),
+            in order, covering it all; ``where`` is ``'host'``, ``'gpu'`` or ``'both'``.
+            One range while the whole buffer is in one state.
+        """
+        return self._alloc.ranges()
+
     @property
     def host_memory(self) -> str:
         """Kind of host buffer: ``'pinned'``, ``'pageable'`` or ``'mapped'``."""
@@ -667,9 +679,11 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             return self._slice_1d(key)
         if _is_basic_index(key):
             if _selects_scalar(key, self.ndim):
-                self._template()[_view_key(key)]  # bounds check on the layout only
-                with self._alloc.lock:
-                    return self._host_view(write=False)[key]
+                element = self._template()[_view_key(key)]  # bounds check on the layout only
+                alloc = self._alloc
+                with alloc.lock:
+                    alloc.ensure_host(None, _span_of(element, alloc)[0])  # (its bytes only)
+                    return self._host_view(write=False, sync=False)[key]
             return self._apply_view(lambda t: t[key])
         if _is_field_index(key, self._dtype):  # a['x'], a[['x', 'y']]: views, like numpy
             return self._apply_view(lambda t: t[key])

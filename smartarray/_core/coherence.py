@@ -212,6 +212,15 @@ class Allocation:
         alloc._fill = (fill,)
         return alloc
 
+    def set_fill(self, value: Any) -> bool:
+        """Make a new allocation from :meth:`filled` (no buffer made yet) filled with
+        ``value`` instead; False (nothing changed) for any other allocation."""
+        with self.lock:
+            if self._fill is None or self.host is not None or self.device is not None:
+                return False
+            self._fill = (value,)
+            return True
+
     @classmethod
     def on_device(
         cls,

@@ -20,7 +20,7 @@ from .._core import adoption as _adoption
 from .._core import backend as _backend
 from .._core import host_buffers as _host_buffers
 from .._core import host_exports as _host_exports
-from .._core.coherence import Allocation, State
+from .._core.coherence import UNDEFINED, Allocation, State
 from .._core.errors import HostMemory, Where, normalize_host_memory, normalize_where
 from .._core.layout import _check_order, _contiguity, _contiguous_strides, _normalize_shape
 
@@ -273,8 +273,14 @@ def new_allocation(
         return Allocation.on_device(
             shape, dtype, order, host_memory=memory, label=label, stream=stream
         )
+    if memory != "mapped" and dtype.kind in _FILLED_KINDS:
+        # Nothing to move: each side's buffer is made where it is first used (no copy).
+        return Allocation.filled(shape, dtype, order, UNDEFINED, host_memory=memory, label=label)
     host = _host_buffers.host_empty(shape, dtype, order, memory)
     return Allocation.on_host(host, order, host_memory=memory, label=label)
 
+
+# Dtypes of arrays made where first used (numbers, booleans, dates; the device can fill them).
+_FILLED_KINDS = frozenset("biufcmM")
 
 _hooks.construct = construct

@@ -109,7 +109,7 @@ def full(
             device = alloc.prepare_device_write(True, stream)
             _backend.device_fill(device, value[()], stream)
             alloc.device_written(stream)
-    else:
+    elif not alloc.set_fill(value[()]):  # (else filled where it is first used: no copy)
         array.fill(value[()])
     return array
 

@@ -1,0 +1,277 @@
+"""Range-granular coherence: only the stale bytes cross the bus (issue 21).
+
+Each test is one everyday idiom, written as a user would, with the exact bytes a careful
+hand-written program moves. The coalescing gap is 0 here (``set_coalesce_bytes(0)``): exactly
+the stale ranges move, never a gap between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import smartarray as sa
+from smartarray._core import ranges as _ranges
+from smartarray._core.ranges import Segments, coalesce, extent_of
+
+N = 16384
+NBYTES = N * 8
+
+
+@pytest.fixture
+def exact() -> Iterator[None]:
+    before = _ranges.coalesce_bytes()
+    sa.set_coalesce_bytes(0)
+    try:
+        yield
+    finally:
+        sa.set_coalesce_bytes(before)
+
+
+# --- the pieces, host-only --------------------------------------------------------------
+
+
+def test_extent_of_contiguous_strided_and_reversed_views() -> None:
+    base = np.zeros((8, 10))
+    nbytes = base.nbytes
+
+    def extent(view: np.ndarray) -> tuple[object, bool]:
+        offset = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        return extent_of(offset, view.shape, view.strides, view.itemsize, nbytes)
+
+    assert extent(base) == (None, True)
+    assert extent(base[2:4]) == (((160, 320),), True)
+    assert extent(base[:, 2:5]) == (tuple((r * 80 + 16, r * 80 + 40) for r in range(8)), True)
+    assert extent(base[1, ::-1]) == (((80, 160),), True)
+    assert extent(base[::2, 0]) == (tuple((r * 80, r * 80 + 8) for r in range(0, 8, 2)), True)
+    assert extent(base[3:3]) == ((), True)
+    big = np.zeros((200, 3))
+    strided = big[:, 0]  # 200 rows of 8 bytes: more than the cap, so the covering interval
+    offset = 0
+    got = extent_of(offset, strided.shape, strided.strides, 8, big.nbytes)
+    assert got == (((0, 199 * 24 + 8),), False)
+
+
+def test_segments_set_merge_and_never_stale_on_both_sides_when_coarsening() -> None:
+    host, device, both = "host", "gpu", "both"
+    segments = Segments(1000, both, both)
+    segments.set(10, 20, host)
+    segments.set(20, 30, host)
+    assert segments.items() == [(0, 10, both), (10, 30, host), (30, 1000, both)]
+    assert segments.runs(((0, 25),), host) == [(10, 25)]
+    segments.set(0, 1000, device)
+    assert segments.uniform() == device
+    # Past the cap, BOTH segments merge into neighbours: one-sided bytes stay one-sided.
+    segments = Segments(10_000, both, both)
+    for i in range(_ranges.MAX_SEGMENTS):
+        segments.set(i * 100, i * 100 + 10, host if i % 2 else device)
+    assert len(segments.labels) <= _ranges.MAX_SEGMENTS
+    for i in range(_ranges.MAX_SEGMENTS):
+        label = host if i % 2 else device
+        assert segments.runs(((i * 100, i * 100 + 10),), label) == [(i * 100, i * 100 + 10)]
+
+
+def test_coalesce_and_its_setting() -> None:
+    assert coalesce([(0, 8), (16, 24), (1000, 1008)], 16) == [(0, 24), (1000, 1008)]
+    assert coalesce([(0, 8), (16, 24)], 0) == [(0, 8), (16, 24)]
+    assert coalesce([(0, 8), (8, 24)], 0) == [(0, 24)]
+    with pytest.raises(ValueError, match="byte count"):
+        sa.set_coalesce_bytes(-1)
+    with pytest.raises(ValueError, match="byte count"):
+        sa.set_coalesce_bytes(1.5)  # type: ignore[arg-type]
+
+
+def test_new_arrays_are_filled_where_first_used_on_the_host() -> None:
+    z = sa.zeros(5)
+    assert z.location == "both" and z._alloc.host is None
+    z[1] = 3
+    np.testing.assert_array_equal(z, [0, 3, 0, 0, 0])
+    f = sa.full((2, 3), 7, dtype=np.int32)
+    assert f.sum() == 42 and f.dtype == np.int32
+    assert sa.ones(3).tolist() == [1.0, 1.0, 1.0]
+    e = sa.empty(4)
+    e[:] = 2.0
+    assert e.tolist() == [2.0] * 4
+
+
+# --- the idioms, with a device (the simulator tier) ---------------------------------------
+
+
+@cuda.jit
+def double_into(x, out):  # type: ignore[no-untyped-def]
+    """``out = 2 * x``: a grid-stride loop (few simulator threads)."""
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, x.size, stride):
+        out[i] = 2 * x[i]
+
+
+@cuda.jit
+def step(u):  # type: ignore[no-untyped-def]
+    """``u += 1``: a grid-stride loop."""
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, u.size, stride):
+        u[i] = u[i] + 1.0
+
+
+@cuda.jit
+def fill5(out):  # type: ignore[no-untyped-def]
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, out.size, stride):
+        out[i] = 5.0
+
+
+GRID = 1, 32
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("make", ["empty_like", "zeros", "ones"])
+def test_new_output_is_never_uploaded(exact: None, make: str) -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    with sa.track_transfers() as t:
+        out = sa.empty_like(x) if make == "empty_like" else getattr(sa, make)(N)
+        double_into[GRID](x, out)
+        result = np.asarray(out)
+    np.testing.assert_array_equal(result, 2 * np.arange(N))
+    assert (t.h2d_bytes, t.d2h_bytes) == (NBYTES, NBYTES)  # the input up, the result down
+
+
+@pytest.mark.device
+def test_zeros_read_where_the_kernel_did_not_write_is_zero(exact: None) -> None:
+    out = sa.zeros(N)
+    with sa.track_transfers() as t:
+        fill5[GRID](out[: N // 2])
+        result = np.asarray(out)
+    expected = np.zeros(N)
+    expected[: N // 2] = 5.0
+    np.testing.assert_array_equal(result, expected)
+    assert (t.h2d_bytes, t.d2h_bytes) == (0, NBYTES // 2)  # the written half only
+
+
+@pytest.mark.device
+def test_boundary_value_loop_moves_the_array_once_then_8_bytes_per_step(exact: None) -> None:
+    u = sa.SmartArray(np.zeros(N))
+    model = np.zeros(N)
+    with sa.track_transfers() as t:
+        for k in range(10):
+            u[0] = float(k)
+            step[GRID](u)
+            model[0] = k
+            model += 1
+    assert (t.h2d_bytes, t.h2d_count, t.d2h_bytes) == (NBYTES + 9 * 8, 10, 0)
+    np.testing.assert_array_equal(u, model)
+
+
+@pytest.mark.device
+def test_convergence_check_moves_8_bytes_per_step_then_the_rest_once(exact: None) -> None:
+    v = sa.SmartArray(np.zeros(N))
+    with sa.track_transfers() as t:
+        for k in range(10):
+            step[GRID](v)
+            assert v[N // 2] == k + 1
+    assert (t.h2d_bytes, t.d2h_bytes, t.d2h_count) == (NBYTES, 80, 10)
+    with sa.track_transfers() as t:
+        np.testing.assert_array_equal(v, np.full(N, 10.0))
+    assert (t.d2h_bytes, t.d2h_count) == (NBYTES - 8, 2)  # both sides of the read element
+
+
+@pytest.mark.device
+def test_halo_write_moves_128_bytes_per_step(exact: None) -> None:
+    w = sa.SmartArray(np.zeros(N))
+    step[GRID](w)  # resident on the device
+    with sa.track_transfers() as t:
+        for k in range(10):
+            w[:16] = float(k)
+            step[GRID](w)
+    assert (t.h2d_bytes, t.h2d_count, t.d2h_bytes) == (10 * 128, 10, 0)
+    expected = np.full(N, 11.0)
+    expected[:16] = 10.0
+    np.testing.assert_array_equal(w, expected)
+
+
+@pytest.mark.device
+def test_slice_read_after_a_kernel_moves_the_slice(exact: None) -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float64))
+    y = sa.SmartArray(np.zeros(N))
+    double_into[GRID](x, y)
+    with sa.track_transfers() as t:
+        part = np.asarray(y[100:200])
+    np.testing.assert_array_equal(part, 2 * np.arange(100, 200))
+    assert (t.d2h_bytes, t.d2h_count, t.records[0].offset) == (800, 1, 800)
+    assert y[100:200].location == "both" and y.location == "gpu"
+
+
+@pytest.mark.device
+def test_kernel_on_a_view_uploads_the_view(exact: None) -> None:
+    z = sa.SmartArray(np.zeros(N))
+    with sa.track_transfers() as t:
+        step[GRID](z[1024:2048])
+    assert (t.h2d_bytes, t.h2d_count, t.records[0].offset) == (8192, 1, 8192)
+    assert z[1024:2048].location == "gpu" and z.location == "mixed"
+    assert z.coherence_ranges() == [(0, 8192, "host"), (8192, 16384, "gpu"), (16384, NBYTES, "host")]
+    expected = np.zeros(N)
+    expected[1024:2048] = 1.0
+    np.testing.assert_array_equal(z, expected)
+
+
+@pytest.mark.device
+def test_coalescing_merges_close_stale_ranges_into_one_copy() -> None:
+    before = _ranges.coalesce_bytes()
+    try:
+        for gap, copies in ((0, 2), (1 << 16, 1)):
+            sa.set_coalesce_bytes(gap)
+            a = sa.SmartArray(np.zeros(N))
+            step[GRID](a)
+            np.asarray(a)  # current on both sides
+            a[0] = 1.0
+            a[10] = 1.0  # two stale ranges on the device, 72 bytes apart
+            with sa.track_transfers() as t:
+                step[GRID](a)
+            assert t.h2d_count == copies
+            assert t.h2d_bytes == (16 if gap == 0 else 88)
+    finally:
+        sa.set_coalesce_bytes(before)
+
+
+@pytest.mark.device
+def test_a_coalesced_download_never_overwrites_newer_host_bytes() -> None:
+    before = _ranges.coalesce_bytes()
+    sa.set_coalesce_bytes(1 << 16)
+    try:
+        a = sa.SmartArray(np.zeros(N))
+        step[GRID](a)  # device: all ones
+        a[5] = 9.0  # host: byte range of a[5] newer than the device's
+        result = np.asarray(a)  # stale on the host: [0, 5) and [6, N), 8 bytes apart
+        expected = np.ones(N)
+        expected[5] = 9.0
+        np.testing.assert_array_equal(result, expected)
+    finally:
+        sa.set_coalesce_bytes(before)
+
+
+@pytest.mark.device
+def test_eviction_spills_only_the_dirty_ranges(exact: None) -> None:
+    a = sa.SmartArray(np.zeros(N))
+    step[GRID](a[: N // 4])  # a quarter written on the device, the rest current on the host
+    with sa.track_transfers() as t:
+        a.free_device()
+    assert (t.d2h_bytes, t.d2h_count) == (NBYTES // 4, 1)
+    expected = np.zeros(N)
+    expected[: N // 4] = 1.0
+    np.testing.assert_array_equal(a, expected)
+
+
+@pytest.mark.device
+def test_no_transfers_refuses_a_range_copy_and_changes_nothing(exact: None) -> None:
+    a = sa.SmartArray(np.zeros(N))
+    step[GRID](a)
+    a[3] = 2.0
+    with sa.no_transfers(), pytest.raises(sa.TransferError):
+        step[GRID](a)
+    assert a.coherence_ranges() == [(0, 24, "gpu"), (24, 32, "host"), (32, NBYTES, "gpu")]
+    step[GRID](a)
+    expected = np.full(N, 2.0)
+    expected[3] = 3.0
+    np.testing.assert_array_equal(a, expected)
