@@ -11,6 +11,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from numba import cuda
 
 import smartarray as sa
@@ -210,7 +213,11 @@ def test_kernel_on_a_view_uploads_the_view(exact: None) -> None:
         step[GRID](z[1024:2048])
     assert (t.h2d_bytes, t.h2d_count, t.records[0].offset) == (8192, 1, 8192)
     assert z[1024:2048].location == "gpu" and z.location == "mixed"
-    assert z.coherence_ranges() == [(0, 8192, "host"), (8192, 16384, "gpu"), (16384, NBYTES, "host")]
+    assert z.coherence_ranges() == [
+        (0, 8192, "host"),
+        (8192, 16384, "gpu"),
+        (16384, NBYTES, "host"),
+    ]
     expected = np.zeros(N)
     expected[1024:2048] = 1.0
     np.testing.assert_array_equal(z, expected)
@@ -275,3 +282,146 @@ def test_no_transfers_refuses_a_range_copy_and_changes_nothing(exact: None) -> N
     expected = np.full(N, 2.0)
     expected[3] = 3.0
     np.testing.assert_array_equal(a, expected)
+
+
+# --- a range-aware state machine -----------------------------------------------------------
+
+M = 64  # elements of the machine's array (small: many distinct ranges)
+bounds = st.tuples(st.integers(0, M), st.integers(0, M)).map(sorted).filter(lambda b: b[0] < b[1])
+steps = st.sampled_from([1, 1, 2, 3])
+
+
+class RangeMachine(RuleBasedStateMachine):
+    """Random slices read and written on both sides of one array, against a numpy model.
+
+    Model: the true contents, and for each element which sides hold it (a numpy bool array
+    per side). After every step: every byte the state machine calls current on a side holds
+    the model's value there (no stale read possible), no byte is stale on both sides, and
+    every copy moved only bytes that were stale on its destination (coalescing gap 0), and
+    only within the extent the operation needed.
+    """
+
+    @initialize(gap=st.sampled_from([0, 0, 16, 1 << 16]))
+    def create(self, gap: int) -> None:
+        self.before = _ranges.coalesce_bytes()
+        sa.set_coalesce_bytes(gap)
+        self.gap = gap
+        self.model = np.arange(M, dtype=np.float64)
+        self.a = sa.SmartArray(self.model.copy())
+        self.host_ok = np.ones(M, bool)  # which elements the model says are current where
+        self.device_ok = np.zeros(M, bool)
+        self.has_device = False
+
+    def check_copies(self, t: sa.TransferStats, lo: int, hi: int, step: int, to: str) -> None:
+        """Copies during a read or use of ``[lo:hi:step]`` on side ``to``: only stale bytes
+        of that side (within the covering range; a gap may add bytes current on both)."""
+        stale = ~(self.host_ok if to == "host" else self.device_ok)
+        for record in t.records:
+            assert record.direction == ("d2h" if to == "host" else "h2d"), record
+            first, last = record.offset // 8, (record.offset + record.nbytes) // 8
+            if self.gap == 0:
+                assert lo <= first and last <= hi, (record, lo, hi)
+                assert stale[first:last].all(), (record, stale)
+
+    @rule(b=bounds, k=steps)
+    def host_reads(self, b: tuple[int, int], k: int) -> None:
+        lo, hi = b
+        with sa.track_transfers() as t:
+            got = np.asarray(self.a[lo:hi:k])
+        np.testing.assert_array_equal(got, self.model[lo:hi:k])
+        self.check_copies(t, lo, hi, k, "host")
+        if k == 1 or self.gap == 0:
+            self.host_ok[lo:hi:k] = True
+
+    @rule(b=bounds, k=steps, v=st.integers(-9, 9).map(float))
+    def host_writes(self, b: tuple[int, int], k: int, v: float) -> None:
+        lo, hi = b
+        with sa.track_transfers() as t:
+            self.a[lo:hi:k] = v
+        assert t.h2d_count == 0
+        self.check_copies(t, lo, hi, k, "host")
+        self.model[lo:hi:k] = v
+        self.host_ok[lo:hi:k] = True
+        self.device_ok[lo:hi:k] = False
+
+    @rule(i=st.integers(0, M - 1))
+    def host_reads_an_element(self, i: int) -> None:
+        with sa.track_transfers() as t:
+            assert self.a[i] == self.model[i]
+        assert t.nbytes <= (8 if self.gap == 0 else M * 8)
+        if self.gap == 0:
+            assert t.nbytes == (0 if self.host_ok[i] else 8)
+        self.host_ok[i] = True
+
+    @rule(b=bounds, k=steps)
+    def kernel_writes(self, b: tuple[int, int], k: int) -> None:
+        lo, hi = b
+        with sa.track_transfers() as t:
+            step[1, 8](self.a[lo:hi:k])
+        self.check_copies(t, lo, hi, k, "gpu")
+        self.model[lo:hi:k] += 1
+        self.device_ok[lo:hi:k] = True
+        self.host_ok[lo:hi:k] = False
+        self.has_device = True
+
+    @rule(b=bounds)
+    def kernel_reads(self, b: tuple[int, int]) -> None:
+        lo, hi = b
+        out = sa.empty(hi - lo)
+        with sa.track_transfers() as t:
+            double_into[1, 8](self.a[lo:hi], out)
+        assert t.d2h_count == 0
+        self.device_ok[lo:hi] = True
+        self.has_device = True
+        np.testing.assert_array_equal(out, 2 * self.model[lo:hi])
+
+    @precondition(lambda self: self.has_device)
+    @rule()
+    def frees_device(self) -> None:
+        with sa.track_transfers() as t:
+            self.a.free_device()
+        if self.gap == 0:
+            assert t.d2h_bytes == 8 * int((~self.host_ok).sum())
+        self.host_ok[:] = True
+        self.device_ok[:] = False
+        self.has_device = False
+
+    @rule(b=bounds)
+    def mark_changed_on_a_view(self, b: tuple[int, int]) -> None:
+        lo, hi = b
+        view = self.a[lo:hi]
+        side = "host" if view.is_valid("host") else ("gpu" if view.is_valid("gpu") else None)
+        if side is None:
+            with pytest.raises(RuntimeError, match="stale"):
+                view.mark_changed("host")
+            return
+        view.mark_changed(side)
+        (self.device_ok if side == "host" else self.host_ok)[lo:hi] = False
+
+    @invariant()
+    def current_bytes_hold_the_model(self) -> None:
+        alloc = self.a._alloc
+        host, device = alloc.host, alloc.device
+        for start, stop, where in self.a.coherence_ranges():
+            lo, hi = start // 8, stop // 8
+            assert start % 8 == 0 and stop % 8 == 0
+            if where in ("host", "both"):
+                assert host is not None
+                np.testing.assert_array_equal(host[lo:hi], self.model[lo:hi])
+            if where in ("gpu", "both"):
+                assert device is not None
+                np.testing.assert_array_equal(device.copy_to_host()[lo:hi], self.model[lo:hi])
+        # The model's claims are never stronger than the machine's.
+        for lo in range(M):
+            view = self.a[lo : lo + 1]
+            if not self.host_ok[lo]:
+                assert not view.is_valid("host") or self.gap or view.is_valid("gpu")
+
+    def teardown(self) -> None:
+        sa.set_coalesce_bytes(self.before)
+
+
+RangeMachine.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=25, deadline=None
+)
+TestRanges = pytest.mark.device(RangeMachine.TestCase)
