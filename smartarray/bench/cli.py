@@ -630,6 +630,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results["transfers"]["workflow"] = workflow
     results["intent_lookup"] = lookup
 
+    from . import idioms as bench_idioms
+
+    idiom_n = 1 << 14
+    print(
+        f"\nTransfers: everyday idioms, n={idiom_n} float64, coalescing gap 0: bytes moved ÷ "
+        "what a careful hand-written program moves"
+    )
+    results["idioms"] = bench_idioms.measure(idiom_n)
+    print(bench_idioms.report(results["idioms"]))
+    if tier == "gpu":
+        idiom_big = 1 << 22
+        results["idiom_timings"] = bench_idioms.timings(idiom_big, 3 if args.quick else 7)
+        print(f"\nTimings: everyday idioms, n={idiom_big} float64, default gap")
+        print(
+            format_table(
+                ["idiom", "time"],
+                [[r["idiom"], _ms(r["seconds"])] for r in results["idiom_timings"]],
+            )
+        )
+
     if tier == "gpu":
         repeats = 3 if args.quick else 7
         gpu_steps = 20 if args.quick else 100
