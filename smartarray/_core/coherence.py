@@ -841,14 +841,19 @@ class Allocation:
     def _host_buffer(self) -> np.ndarray:
         host = self.host
         if host is None:
-            host = _host_buffers.host_empty(self.shape, self.dtype, self.order, self.host_memory)
-            fill = self._fill
-            if fill is not None:
-                if fill[0] is not UNDEFINED:
-                    host[...] = fill[0]
-                if self.device is not None:
-                    self._fill = None  # (both buffers exist)
-            self.host = host
+            with self.lock:  # (fast paths make it without the lock: made once, filled first)
+                host = self.host
+                if host is None:
+                    host = _host_buffers.host_empty(
+                        self.shape, self.dtype, self.order, self.host_memory
+                    )
+                    fill = self._fill
+                    if fill is not None:
+                        if fill[0] is not UNDEFINED:
+                            host[...] = fill[0]
+                        if self.device is not None:
+                            self._fill = None  # (both buffers exist)
+                    self.host = host
         return host
 
     def _device_buffer(self, stream: Any) -> Any:
