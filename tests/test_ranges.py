@@ -71,6 +71,7 @@ def test_segments_set_merge_and_never_stale_on_both_sides_when_coarsening() -> N
     segments = Segments(10_000, both, both)
     for i in range(_ranges.MAX_SEGMENTS):
         segments.set(i * 100, i * 100 + 10, host if i % 2 else device)
+        segments.coarsen(((i * 100, i * 100 + 10),))  # (what the state machine does)
     assert len(segments.labels) <= _ranges.MAX_SEGMENTS
     for i in range(_ranges.MAX_SEGMENTS):
         label = host if i % 2 else device
@@ -284,6 +285,107 @@ def test_no_transfers_refuses_a_range_copy_and_changes_nothing(exact: None) -> N
     np.testing.assert_array_equal(a, expected)
 
 
+# --- found by review: each failed before its fix ----------------------------------------
+
+
+@cuda.jit
+def write_then_fail(w, r):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < w.size:
+        w[i] = -1.0
+    if i == 0:
+        w[w.size + 100] = 0  # out of bounds: the simulator raises after the writes
+
+
+@cuda.jit
+def copy_into(src, dst):  # type: ignore[no-untyped-def]
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, src.size, stride):
+        dst[i] = src[i]
+
+
+@pytest.mark.device
+def test_a_coalesced_upload_leaves_the_bytes_a_failed_launch_wrote_stale_on_the_device() -> None:
+    a = sa.SmartArray(np.arange(100, dtype=np.float64))
+    with pytest.raises(IndexError):
+        # a[4:6] is written; the read of all of a uploads around it, one coalesced copy
+        write_then_fail[1, 32](a[4:6], sa.In(a))
+    assert not a[4:6].is_valid("gpu")
+    out = sa.zeros(100)
+    copy_into[1, 32](sa.In(a), sa.Out(out))
+    np.testing.assert_array_equal(out, np.arange(100))
+
+
+@cuda.jit
+def set_value(d, v):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < d.size:
+        d[i] = v
+
+
+@pytest.mark.device
+def test_a_coalesced_upload_never_overwrites_a_device_array_handed_out_by_get_gpu() -> None:
+    a = sa.SmartArray(np.zeros(300))
+    a.to_gpu()
+    a[0:10] = 1.0
+    a[20:30] = 2.0  # stale on the device: [0, 80) and [160, 240)
+    d = a[10:20].get("gpu")
+    set_value[1, 32](d, 7.0)  # written through the hand-out, declared below
+    a.to_gpu()  # must not upload over [80, 160)
+    a[10:20].mark_changed("gpu")
+    np.testing.assert_array_equal(np.asarray(a[10:20]), np.full(10, 7.0))
+    np.testing.assert_array_equal(np.asarray(a[0:10]), np.ones(10))
+
+
+@pytest.mark.device
+def test_past_the_segment_cap_a_copy_just_made_is_never_merged_away() -> None:
+    a = sa.SmartArray(np.zeros(400))
+    step[1, 32](a)  # current on the device only
+    for i in range(200, 340, 2):
+        a[i] = -1.0  # more one-sided segments than the cap
+    v = a[100:200]
+    host = v.get("host")
+    assert v.is_valid("host")
+    host[:] = 5.0
+    v.mark_changed("host")
+    with sa.track_transfers() as t:
+        np.asarray(v)
+        np.asarray(v)
+    assert t.count == 0
+    expected = np.ones(400)
+    expected[100:200] = 5.0
+    expected[200:340:2] = -1.0
+    np.testing.assert_array_equal(a, expected)
+
+
+@pytest.mark.device
+def test_exporting_a_view_to_another_library_marks_only_its_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from smartarray._cuda import arguments
+
+    a = sa.SmartArray(np.arange(100.0))
+    a.to_gpu()
+    a[50] = -1.0  # the host holds the newest a[50]
+    view = a[0:10]
+    backend = arguments._backend
+
+    class OnAGpu:  # the export's own tier check sees a GPU; nothing else changes
+        def __getattr__(self, name: str) -> object:
+            return getattr(backend, name)
+
+        @staticmethod
+        def tier() -> str:
+            return "gpu"
+
+    monkeypatch.setattr(arguments, "_backend", OnAGpu())
+    with pytest.raises(AttributeError, match="__cuda_array_interface__"):
+        arguments.export_cuda_array_interface(view)  # (the simulator's arrays have none)
+    monkeypatch.undo()
+    assert a.coherence_ranges() == [(0, 80, "gpu"), (80, 400, "both"), (400, 408, "host"),
+                                    (408, 800, "both")]  # fmt: skip
+
+
 # --- a range-aware state machine -----------------------------------------------------------
 
 M = 64  # elements of the machine's array (small: many distinct ranges)
@@ -421,7 +523,5 @@ class RangeMachine(RuleBasedStateMachine):
         sa.set_coalesce_bytes(self.before)
 
 
-RangeMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=25, deadline=None
-)
+RangeMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
 TestRanges = pytest.mark.device(RangeMachine.TestCase)

@@ -321,6 +321,7 @@ class Allocation:
             segments = Segments(self.nbytes, self.state, State.BOTH)
         for lo, hi in extent:
             segments.set(lo, hi, label)
+        segments.coarsen(extent)
         uniform = segments.uniform()
         if uniform is not None:
             self.state = uniform
@@ -331,8 +332,16 @@ class Allocation:
 
     def _mergeable(self, runs: list[tuple[int, int]], forbidden: State) -> list[tuple[int, int]]:
         """``runs`` with neighbours closer than the coalescing gap merged, where the gap
-        holds no byte in state ``forbidden`` (whose copy the merged copy would overwrite)."""
+        holds no byte in state ``forbidden`` (whose copy the merged copy would overwrite).
+
+        For an upload (``forbidden`` DEVICE) while a device copy handed out by ``get('gpu')``
+        may have been written, bytes current on both sides may be newer on the device too:
+        nothing is merged then. Only the bytes of ``runs`` change state after the copy (the
+        gaps keep theirs: bytes a launch being prepared will write stay HOST until it is
+        enqueued)."""
         gap = coalesce_bytes()
+        if forbidden is State.DEVICE and self._possibly_written:
+            gap = 0
         merged: list[tuple[int, int]] = []
         for lo, hi in runs:
             if merged and lo - merged[-1][1] < gap:
@@ -457,10 +466,12 @@ class Allocation:
     def _upload(self, stream: Any, runs: list[tuple[int, int]]) -> None:
         """Copy the host bytes of ``runs`` (state HOST) to the device copy: BOTH."""
         host = self._host_buffer()  # (made filled if it was never needed: its bytes)
-        runs = self._mergeable(runs, State.DEVICE)
-        _transfer.host_to_device(host, self.device, label=self.label, stream=stream, ranges=runs)
-        self._set_state(None if runs == [(0, self.nbytes)] else tuple(runs), State.BOTH)
-        self._end_hand_out()  # (a copy of the host data: nothing written through it)
+        copies = self._mergeable(runs, State.DEVICE)
+        _transfer.host_to_device(host, self.device, label=self.label, stream=stream, ranges=copies)
+        whole = runs == [(0, self.nbytes)]
+        self._set_state(None if whole else tuple(runs), State.BOTH)
+        if whole:  # (a copy of the host data: nothing written through a hand-out is left)
+            self._end_hand_out()
         # The upload may still be reading the host buffer: host writes wait for it
         # (and a pooled buffer is not reused before it is done, if this array dies).
         self._host_event = self._note_device_work(stream)
@@ -806,12 +817,11 @@ class Allocation:
         """Copy the device bytes of ``runs`` (None: all) to the host copy: BOTH there."""
         host = self._host_buffer()
         self._order_after_device_work(stream)
-        if runs is not None:
-            runs = self._mergeable(runs, State.HOST)
-            if runs == [(0, self.nbytes)]:
-                runs = None
+        if runs == [(0, self.nbytes)]:
+            runs = None
+        copies = None if runs is None else self._mergeable(runs, State.HOST)
         _transfer.device_to_host(
-            self.device, host, label=self.label, stream=stream, spill=spill, ranges=runs
+            self.device, host, label=self.label, stream=stream, spill=spill, ranges=copies
         )
         self._set_state(None if runs is None else tuple(runs), State.BOTH)
         self._host_event = self._note_device_work(stream)

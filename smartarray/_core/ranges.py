@@ -140,8 +140,6 @@ class Segments:
         self.bounds[i + 1 : j] = []
         self.labels[i:j] = [label]
         self._merge_around(i)
-        if len(self.labels) > MAX_SEGMENTS:
-            self._coarsen()
 
     def _merge_around(self, i: int) -> None:
         labels, bounds = self.labels, self.bounds
@@ -152,14 +150,24 @@ class Segments:
             del labels[i]
             del bounds[i]
 
-    def _coarsen(self) -> None:
+    def coarsen(self, protect: Extent | None) -> None:
         """Merge the smallest segments current on both sides into a neighbour until the cap
-        holds (the merged bytes become current on the neighbour's side only)."""
+        holds (the merged bytes become current on the neighbour's side only). Segments that
+        overlap ``protect`` (the bytes an operation just set) are kept: merging them would
+        undo what the operation did (and the copy it made)."""
         while len(self.labels) > MAX_SEGMENTS:
             bounds, labels = self.bounds, self.labels
-            candidates = [i for i, label in enumerate(labels) if label == self.both]
+            candidates = [
+                i
+                for i, label in enumerate(labels)
+                if label == self.both
+                and (
+                    protect is None
+                    or not any(bounds[i] < hi and lo < bounds[i + 1] for lo, hi in protect)
+                )
+            ]
             if not candidates:
-                return  # only one-sided segments, alternating: kept exact (see module doc)
+                return  # only one-sided or protected segments: kept exact (see module doc)
             i = min(candidates, key=lambda k: bounds[k + 1] - bounds[k])
             neighbour = i - 1 if i > 0 else i + 1
             labels[i] = labels[neighbour]

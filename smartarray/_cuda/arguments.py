@@ -187,8 +187,8 @@ def export_cuda_array_interface(array: SmartArray) -> dict[str, Any]:
     with alloc.lock:
         device = array._device_view()
         alloc.device_exported()
-        if array._writeable:
-            alloc.mark_changed("gpu")
+        if array._writeable:  # (only the exported view's bytes: made current above)
+            alloc.mark_changed("gpu", array._span())
         interface = dict(device.__cuda_array_interface__)
     if not array._writeable:
         interface["data"] = (interface["data"][0], True)
