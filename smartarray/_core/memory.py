@@ -385,15 +385,30 @@ def _candidates(keep: tuple[Allocation, ...]) -> list[Allocation]:
     """Charged allocations in LRU order, less ``keep`` and those pinned by a launch."""
     with _BUDGET.lock:
         _BUDGET.reap()
-        excluded = {alloc.key for alloc in keep}
-        for pins in list(_BUDGET.launches):
-            excluded.update(pins.states)
+        excluded = _pinned_keys()
+        excluded.update(alloc.key for alloc in keep)
         found = []
         for key, (ref, _) in _BUDGET.entries.items():
             alloc = ref()
             if alloc is not None and key not in excluded:
                 found.append(alloc)
         return found
+
+
+def _pinned_keys() -> set[int]:
+    """Keys of the allocations pinned by launches being prepared (call with the budget lock
+    held; each launch's pins are copied in one C-level step, so a launch adding a pin in
+    another thread never changes a dictionary this is iterating over)."""
+    pinned: set[int] = set()
+    for pins in list(_BUDGET.launches):
+        pinned.update(pins.states)
+    return pinned
+
+
+def _is_pinned(alloc: Allocation) -> bool:
+    """True while a launch being prepared pins ``alloc``."""
+    with _BUDGET.lock:
+        return alloc.key in _pinned_keys()
 
 
 def _evict(candidates: list[Allocation], needed: int) -> tuple[int, bool]:
@@ -419,6 +434,8 @@ def _evict(candidates: list[Allocation], needed: int) -> tuple[int, bool]:
                     contended = True  # another thread is using it: never wait (deadlock)
                     continue
                 try:
+                    if _is_pinned(alloc):  # pinned (under its lock) since the candidates
+                        continue  # were listed: in use by a launch being prepared
                     released += alloc.evict_device(spill=dirty)
                 except TransferError:
                     continue  # a spill inside no_transfers(): refused before copying
@@ -498,7 +515,7 @@ def _no_room(
     with _BUDGET.lock:
         _BUDGET.reap()
         limit, used = _BUDGET.limit, _BUDGET.used
-        pinned = {key for pins in list(_BUDGET.launches) for key in pins.states}
+        pinned = _pinned_keys()
         held = [alloc for ref, _ in _BUDGET.entries.values() if (alloc := ref()) is not None]
     in_use = [a for a in held if a.key in pinned or any(a is k for k in keep)]
     kept = [a for a in held if a.eviction_cost() is None and not any(a is u for u in in_use)]
