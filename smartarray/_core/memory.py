@@ -143,11 +143,19 @@ class LaunchPins:
     whose preparation fails can put every flag back (:meth:`abort`). ``after_release``, if
     set (by the launch's argument callbacks, which run before the pins), is called once the
     pins are released: the launch's follow-up work (downloads that keep host views current,
-    :mod:`smartarray._core.host_exports`).
+    :mod:`smartarray._core.host_exports`). Releasing the pins makes the launch's allocations
+    the most recently used (for the launch fast path, which pins without touching them).
     """
 
     def __init__(self, token: object = None) -> None:
         self.states: dict[int, tuple[Allocation, Any]] = {}  # key -> (allocation, its State)
+        # ``hold(key, (alloc, state))``: pin without :meth:`add`'s checks, for a caller that
+        # holds ``alloc.lock`` and has checked that no host export needs looking at (the
+        # launch fast path, ``Allocation.launch_value``). It is ``states.setdefault``, one
+        # C-level call: other threads read ``states`` only through single C-level copies
+        # (see _candidates, _pinned_keys), so it needs no budget lock; the first state
+        # recorded for an allocation is kept.
+        self.hold: Callable[[int, tuple[Allocation, Any]], Any] = self.states.setdefault
         self.after_release: Callable[[], None] | None = None
         # What the launch's arguments record as the launch being prepared
         # (Allocation.begin_device_write): numba-cuda's ``retr`` list, or these pins.
@@ -186,6 +194,10 @@ class LaunchPins:
     def __call__(self) -> None:
         with _BUDGET.lock:
             _BUDGET.launches.discard(self)
+            entries = _BUDGET.entries
+            for key in self.states:  # used by this launch: the most recently used now
+                if key in entries:
+                    entries.move_to_end(key)
             self.states.clear()
         self.token = None  # (it may be ``retr``, which holds these pins: no cycle is left)
         after, self.after_release = self.after_release, None
@@ -398,7 +410,8 @@ def _candidates(keep: tuple[Allocation, ...]) -> list[Allocation]:
 def _pinned_keys() -> set[int]:
     """Keys of the allocations pinned by launches being prepared (call with the budget lock
     held; each launch's pins are copied in one C-level step, so a launch adding a pin in
-    another thread never changes a dictionary this is iterating over)."""
+    another thread never changes a dictionary this is iterating over: see
+    ``LaunchPins.hold``)."""
     pinned: set[int] = set()
     for pins in list(_BUDGET.launches):
         pinned.update(pins.states)
