@@ -11,6 +11,11 @@ recently used first:
 2. *dirty* copies (only the device copy is current) are *spilled*: one download into the host
    buffer (counted in the ledger as a spill), then dropped.
 
+When the device itself runs out of memory, the device memory pool
+(:mod:`smartarray._core.device_pool`) is trimmed first, and the allocation retried, before
+anything is evicted. The budget counts the live buffers only, not what the pool keeps for
+reuse.
+
 Copies with in-flight asynchronous work come last (their event is waited for). Never evicted:
 the allocation being served, the allocations used by a kernel launch or CUDA ufunc call being
 prepared (:class:`LaunchPins`), allocations whose device address was exported through
@@ -493,13 +498,21 @@ def _make_evicting_on_oom(
 ) -> T:
     """``make()``, evicting device copies and retrying while the device is out of memory.
 
-    Evicted buffers go to numba-cuda's deallocation queue, which numba-cuda flushes before it
-    retries an allocation that ran out of memory.
+    The first time, the device memory pool is trimmed instead (memory it keeps for reuse,
+    or still waiting for a free on another stream, goes back to the device), and ``make()``
+    retried, before anything is evicted. Evicted buffers go back to the pool, or to
+    numba-cuda's deallocation queue, which numba-cuda flushes before it retries an
+    allocation that ran out of memory.
     """
+    trimmed = False
     while True:
         try:
             return make()
         except _backend.DeviceOutOfMemory as exc:
+            if not trimmed:
+                trimmed = True
+                if _backend.trim_device_pool():
+                    continue
             released, _ = _evict(_candidates(keep), nbytes)
             if released == 0:
                 raise _no_room(nbytes, label, keep, out_of_memory=exc) from exc
