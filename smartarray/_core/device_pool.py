@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -117,6 +118,8 @@ class DevicePool:
             block.freed = True
             self.frees += 1
             self.live_bytes -= block.nbytes
+        if sys.is_finalizing():  # (interpreter exit: the CUDA context may be gone already;
+            return  # the buffer object frees itself, as far as there is anything left to free)
         block.buffer.close(self._to_stream(block.stream))
 
     def trim(self) -> int:
@@ -161,8 +164,9 @@ class CudaCoreResource:
 
     def __init__(self) -> None:
         from cuda.core import Device, DeviceMemoryResource
+        from numba import cuda
 
-        device = Device()
+        device = Device(cuda.get_current_device().id)  # (the device of Numba's context)
         self.device = device
         self.resource = DeviceMemoryResource(device.device_id)
 
