@@ -30,7 +30,7 @@ from . import _interop
 
 # isort: split
 from ._array import SmartArray
-from ._core.backend import tier
+from ._core.backend import device_pool_info, release_device_pool, tier
 from ._core.errors import DeviceUnavailableError, SmartArrayKeptError, TransferError
 from ._core.memory import device_memory_limit, device_memory_usage, set_device_memory_limit
 from ._core.pinned_pool import pinned_pool_info, release_pinned_pool, set_pinned_pool_limit
@@ -110,6 +110,7 @@ __all__ = [
     "cuda_ufunc",
     "device_memory_limit",
     "device_memory_usage",
+    "device_pool_info",
     "empty",
     "empty_like",
     "explain_intents",
@@ -120,6 +121,7 @@ __all__ = [
     "ones",
     "ones_like",
     "pinned_pool_info",
+    "release_device_pool",
     "release_pinned_pool",
     "reset_transfer_stats",
     "set_coalesce_bytes",

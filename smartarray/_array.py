@@ -1117,6 +1117,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
         The intent is inferred from the kernel's code: ``In`` when no argument of the launch
         may write this array's memory, else ``InOut`` (see :mod:`smartarray._cuda.launch`).
+        ``import smartarray`` replaces this method with the CUDA glue's own
+        (``smartarray._cuda.arguments.bare_kernel_argument``, one Python frame less per
+        argument per launch).
         """
         return _hooks.bare_kernel_argument(self, retr, stream)
 

@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "_numpy": 2,  # the glue, each registering itself with the class
     "_numba": 3,
     "_cuda": 4,
+    "numba_pool": 4,  # the Numba memory-manager plugin (NUMBA_CUDA_MEMORY_MANAGER)
     "_interop": 5,
     "": 6,  # smartarray/__init__.py: the public API
     "__main__": 7,  # the command lines

@@ -226,3 +226,70 @@ def test_gpu_plot_is_a_readable_grid_of_named_ratios(tmp_path: Path) -> None:
     del results["timings"]
     assert cli.write_plot(results, tmp_path / "sim.png")
     assert matplotlib.image.imread(tmp_path / "sim.png").shape[:2] == (500, 1300)
+
+
+# --- the GPU rows of issue 22, run in the simulator with tiny sizes (times mean nothing) ---
+
+
+@pytest.mark.device
+def test_launch_cost_rows_cover_zero_to_four_arguments_side_by_side() -> None:
+    from smartarray.bench import cli
+    from smartarray.bench import launch as bench_launch
+
+    rows = bench_launch.launch_timings(launches=2, repeats=1, n=4)
+    assert [r["arguments"] for r in rows] == [0, 1, 2, 3, 4]
+    for row in rows:
+        assert row["device_us"] > 0 and row["smartarray_us"] > 0
+        assert row["ratio"] == pytest.approx(row["smartarray_us"] / row["device_us"])
+    table = cli.launch_table(rows, 1)
+    assert "time per launch by number of array arguments, 2 launches" in table
+    header = "| array arguments | device arrays | SmartArrays | SmartArrays / device arrays |"
+    assert header in table
+
+
+class _PoolStandIn:
+    """A stream-ordered pool's bookkeeping: freed buffers are kept for reuse, by size."""
+
+    class Buffer:
+        def __init__(self, pool: _PoolStandIn, address: int, size: int) -> None:
+            self.pool, self.handle, self.size = pool, address, size
+
+        def close(self, stream: object) -> None:
+            self.pool.kept.setdefault(self.size, []).append(self.handle)
+
+    def __init__(self) -> None:
+        self.kept: dict[int, list[int]] = {}
+        self.reserved = 0
+
+    def allocate(self, size: int, *, stream: object) -> _PoolStandIn.Buffer:
+        if self.kept.get(size):
+            return _PoolStandIn.Buffer(self, self.kept[size].pop(), size)
+        self.reserved += size
+        return _PoolStandIn.Buffer(self, 4096 + self.reserved, size)
+
+    def trim(self) -> None:
+        self.kept.clear()
+
+    def reserved_bytes(self) -> int:
+        return self.reserved
+
+
+@pytest.mark.device
+def test_result_allocations_of_a_steady_ufunc_loop() -> None:
+    import smartarray as sa
+    from smartarray._core import device_pool
+    from smartarray.bench import cli
+    from smartarray.bench import launch as bench_launch
+
+    if sa.tier() != "simulator":
+        pytest.skip("a stand-in pool in the simulator tier")
+    row = bench_launch.result_allocations(cli._add_ufunc(), n=8, calls=5)
+    assert row == {"n": 8, "calls": 5, "pool": False}
+    assert "no device memory pool" in cli.allocation_report(row)
+    with device_pool.memory_resource(_PoolStandIn()):
+        row = bench_launch.result_allocations(cli._add_ufunc(), n=8, calls=5)
+    assert row["pool"] and row["allocations_per_call"] == 1.0 and row["frees_per_call"] == 1.0
+    assert row["reserved_growth_bytes"] == 0 and row["pool_hits"] == 5
+    report = cli.allocation_report(row)
+    assert "per call: 1.00 allocations, 1.00 frees; the pool grew by 0 bytes" in report
+    assert "pool hits: 5" in report

@@ -410,6 +410,7 @@ for _ in range(2):  # no smartarray limit: RMM runs out, smartarray evicts and r
         inc[n // 256, 256](x)
 for k, x in enumerate(xs):
     np.testing.assert_array_equal(np.asarray(x), np.arange(n) + k + 2)
+assert not sa.device_pool_info()["enabled"]  # Numba's manager (RMM) allocates SmartArrays too
 print("spills", sa.transfer_stats().spill_count)
 """
 

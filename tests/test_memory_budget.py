@@ -254,6 +254,26 @@ def test_the_array_being_copied_is_not_evicted_for_its_copy() -> None:
     np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1)
 
 
+def test_an_allocation_pinned_after_the_candidates_were_listed_is_not_evicted() -> None:
+    # An eviction lists its candidates, then takes each one's lock; a launch in another
+    # thread may pin one in between (under that lock): the eviction must see the pin.
+    (a,) = arrays(1)
+    inc[1, N](a)  # device-only: a spill would download it
+    candidates = _memory._candidates(())
+    assert any(c is a._alloc for c in candidates)
+    pins = _memory.LaunchPins()
+    with a._alloc.lock:
+        pins.add(a._alloc)
+    with sa.track_transfers() as t:
+        assert _memory._evict(candidates, NBYTES) == (0, False)
+    assert counts(t) == (0, 0, 0) and a.location == "gpu"
+    pins()  # the launch was enqueued
+    with sa.track_transfers() as t:
+        assert _memory._evict(candidates, NBYTES) == (NBYTES, False)
+    assert counts(t) == (0, 1, 1) and a.location == "host"
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1)
+
+
 def test_same_array_twice_in_a_launch_under_a_limit() -> None:
     a, b = arrays(2)
     limit_slots(1)
@@ -297,12 +317,14 @@ def test_results_of_cuda_ufuncs_are_charged() -> None:
     x, y, old = arrays(3)
     inc[1, N](old)
     limit = limit_slots(2)
+    _memory._peak_usage(reset=True)
     with numba_ufunc_support(), sa.track_transfers() as t:
-        z = add(x, y)  # x and y fill the budget; the result is charged after the call
-    # Over the limit by the result, so the least recently used clean copy (x) goes.
-    assert counts(t) == (2, 0, 0)
-    assert z.location == "gpu" and x.location == "host" and old.location == "gpu"
-    assert sa.device_memory_usage() == limit
+        z = add(x, y)  # x and y fill the budget; smartarray allocates the result within it
+    # The inputs are pinned for the call: the least recently used other copy (old, only on
+    # the device) is spilled to make room, and the limit is never exceeded.
+    assert counts(t) == (2, 1, 1) and t.records[-1].array == old.label
+    assert z.location == "gpu" and x.location == "both" and old.location == "host"
+    assert sa.device_memory_usage() == limit and _memory._peak_usage() <= limit
     np.testing.assert_array_equal(np.asarray(z), 2 * np.arange(N) + 100)
     _memory._peak_usage(reset=True)
     with numba_ufunc_support():

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy_typing_compat import StringDType
 
+from . import device_pool as _device_pool
 from .errors import DeviceUnavailableError, HostMemory
 
 DEVICE_FIX = (
@@ -195,16 +196,24 @@ class DeviceOutOfMemory(MemoryError):
 def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: Any = 0) -> Any:
     """Allocate an uninitialised contiguous device array.
 
-    The array is never bound to ``stream``: a Numba device array bound to a stream makes its
-    later copies asynchronous on that stream, which smartarray must choose per copy.
+    From the device memory pool (:mod:`smartarray._core.device_pool`, on a GPU unless
+    ``SMARTARRAY_DEVICE_POOL=0``), allocated on ``stream`` and given back to the pool on it
+    when the array and every view of it are gone; else from numba-cuda (``cuda.device_array``,
+    or the external memory manager Numba was given). The array is never bound to ``stream``:
+    a Numba device array bound to a stream makes its later copies asynchronous on that
+    stream, which smartarray must choose per copy.
 
     Raises
     ------
     DeviceOutOfMemory
-        When the device, or the external memory manager (RMM...), is out of memory.
+        When the device, the pool, or the external memory manager (RMM...), is out of memory.
     """
     require_device()
     try:
+        pool = device_pool()
+        size = int(np.prod(shape, dtype=np.int64))
+        if pool is not None and size:
+            return _pooled_array(pool.allocate(size * dtype.itemsize, stream), shape, dtype, order)
         return cuda().device_array(shape, dtype=dtype, order=order)
     except Exception as exc:
         if is_out_of_memory(exc):
@@ -214,6 +223,131 @@ def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: An
                 f"{shape}"
             ) from exc
         raise
+
+
+def _contiguous_strides(shape: tuple[int, ...], itemsize: int, order: str) -> tuple[int, ...]:
+    strides = []
+    step = itemsize
+    for extent in reversed(shape) if order == "C" else shape:
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides)) if order == "C" else tuple(strides)
+
+
+# Pooled buffers' numba-cuda pointers (``AutoFreePointer``), by device address, while any view
+# holds them: numba's views reference their base pointer weakly, as for numba-cuda's own
+# allocations (kept in its memory manager's ``allocations``). Popped by the pointer's finalizer.
+_POOLED_POINTERS: dict[int, Any] = {}
+
+
+def pooled_pointer(block: _device_pool.Block) -> Any:
+    """A numba-cuda memory pointer (an ``OwnedPointer``, what numba-cuda's own memory
+    manager returns) over a pooled buffer: its views keep it alive, and when the last is
+    gone the buffer goes back to the pool on its stream (:meth:`device_pool.Block.free`).
+
+    Also what the Numba memory-manager plugin (:mod:`smartarray.numba_pool`) returns.
+    """
+    import weakref
+
+    from numba.cuda.cudadrv import devices, driver
+
+    address = block.address
+    pointers = _POOLED_POINTERS
+
+    def release() -> None:  # (no reference to the pointer: it would never die)
+        pointers.pop(address, None)
+        block.free()
+
+    context = devices.get_context() if tier() == "gpu" else None
+    pointer = driver.AutoFreePointer(
+        weakref.proxy(context) if context is not None else None,
+        driver.binding.CUdeviceptr(address),
+        block.nbytes,
+        finalizer=release,
+    )
+    pointers[address] = pointer
+    return pointer.own()
+
+
+def _pooled_array(block: _device_pool.Block, shape: Any, dtype: np.dtype, order: str) -> Any:
+    """A device array of ``shape`` over the pooled buffer ``block``."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    strides = _contiguous_strides(shape, dtype.itemsize, order)
+    if tier() == "simulator":  # (a stand-in pool, in tests: ordinary memory)
+        import weakref
+
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        raw = np.empty(block.nbytes, dtype=np.uint8)
+        weakref.finalize(raw, block.free)  # every view keeps ``raw`` alive (as its base)
+        return FakeCUDAArray(np.ndarray(shape, dtype, buffer=raw, strides=strides))
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    return DeviceNDArray(shape, strides, dtype, gpu_data=pooled_pointer(block))
+
+
+def device_pool() -> _device_pool.DevicePool | None:
+    """The device memory pool smartarray allocates from, or None (numba-cuda allocates)."""
+    return _device_pool.active(tier() == "gpu", _own_pool_allowed)
+
+
+def _own_pool_allowed() -> bool:
+    """False when Numba was given another memory manager than its own or smartarray's
+    plugin (RMM's, through ``NUMBA_CUDA_MEMORY_MANAGER``): SmartArrays then allocate
+    through Numba too, from that manager, as the user chose."""
+    from numba.cuda.cudadrv import driver
+
+    manager = type(cuda().current_context().memory_manager)
+    return (
+        manager is driver.NumbaCUDAMemoryManager or manager.__module__ == "smartarray.numba_pool"
+    )
+
+
+def trim_device_pool() -> bool:
+    """Give the memory the device pool keeps and nothing uses back to the device; False if
+    there is no pool (called before evicting device copies on an out-of-memory error)."""
+    pool = device_pool()
+    if pool is None:
+        return False
+    pool.trim()
+    return True
+
+
+def release_device_pool() -> int:
+    """Give the device memory the pool keeps for reuse back to the device.
+
+    Returns
+    -------
+    int
+        The bytes released, as far as the pool tells (0 without a pool).
+
+    Notes
+    -----
+    On a GPU, SmartArrays' device buffers come from the driver's stream-ordered memory
+    pool, which keeps freed memory for the next allocations. Other allocators (Numba's own
+    ``cuda.device_array``, CuPy, PyTorch) do not see that memory: call this when they need
+    it, or let Numba allocate from the same pool (``NUMBA_CUDA_MEMORY_MANAGER=
+    smartarray.numba_pool``). smartarray calls it itself before evicting device copies when
+    the device is out of memory. The device is synchronised first.
+    """
+    pool = device_pool()
+    return 0 if pool is None else pool.trim()
+
+
+def device_pool_info() -> dict[str, Any]:
+    """What the device memory pool did so far.
+
+    Returns
+    -------
+    dict
+        ``enabled`` (False: numba-cuda allocates, e.g. in the simulator or with
+        ``SMARTARRAY_DEVICE_POOL=0``), and with a pool: ``resource`` (its type), ``allocations``
+        and ``frees`` (buffers), ``live_buffers``, ``live_bytes`` and ``peak_live_bytes``
+        (allocated and not given back), ``trims``, and ``reserved_bytes`` (what the pool holds
+        from the device, None if the resource does not tell).
+    """
+    pool = device_pool()
+    return {"enabled": False} if pool is None else pool.info()
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -929,6 +929,64 @@ class Allocation:
             self._device_views[key] = view
         return view
 
+    def launch_value(
+        self,
+        key: tuple[Any, ...],
+        writes: bool,
+        pins: Any,
+        default_stream_work: bool,
+        make: Callable[[Any], Any] | None = None,
+    ) -> Any:
+        """What a launch on the default stream hands numba-cuda for a view of the device copy
+        as it is, pinned for that launch; None when the launch must take the general path.
+
+        The steady state of a kernel chain, in one call: the device copy is fully current
+        and is the only copy a write could make stale (state ``DEVICE``; ``BOTH`` too when
+        ``writes`` is false), with nothing to order (no event pending), no launch in
+        preparation and no host export to refresh or check, so the launch changes no flag.
+        The value is cached with the device views (``_device_views``, dropped with the
+        device buffer), under ``key``: ``(offset, shape, strides, dtype, writes)`` of the
+        view. Without ``make`` only a cached value is returned (attribute reads and one
+        dictionary look-up); with ``make`` the conditions are checked in full
+        (:meth:`resident_view`, which also looks for writes through dead host exports and
+        checks the view's dtype) and a value not cached yet is made as ``make(device_view)``
+        and cached.
+
+        When a value is returned, the allocation is pinned for the launch through
+        ``pins.hold(key, (allocation, state_snapshot))`` (:class:`smartarray._core.memory.LaunchPins`;
+        its release marks the copy used for the budget's least-recently-used order) and
+        ``default_stream_work`` is recorded as what the launch does on the default stream
+        (true on a GPU, which makes a later non-blocking stream wait for it).
+        """
+        with self.lock:
+            state = self.state
+            if make is None:
+                if not (
+                    (state is State.DEVICE or (state is State.BOTH and not writes))
+                    and self._device_event is None
+                    and self._launch is None
+                    and self._host_snapshot is None
+                    and not self.host_exports
+                ):
+                    return None
+                value = self._device_views.get(key)
+                if value is None:
+                    return None
+            else:
+                device = self.resident_view(writes, key[0], key[1], key[2], key[3])
+                if device is None:
+                    return None
+                state = self.state
+                value = self._device_views.get(key)
+                if value is None:
+                    value = make(device)
+                    if len(self._device_views) >= 32:
+                        self._device_views.clear()
+                    self._device_views[key] = value
+            pins.hold(self.key, (self, (state, None)))  # (a state_snapshot: uniform)
+            self._default_stream_work = default_stream_work
+            return value
+
 
 def _minus(runs: list[tuple[int, int]], ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The parts of ``runs`` outside ``ranges`` (both sorted, disjoint)."""

@@ -11,6 +11,11 @@ recently used first:
 2. *dirty* copies (only the device copy is current) are *spilled*: one download into the host
    buffer (counted in the ledger as a spill), then dropped.
 
+When the device itself runs out of memory, the device memory pool
+(:mod:`smartarray._core.device_pool`) is trimmed first, and the allocation retried, before
+anything is evicted. The budget counts the live buffers only, not what the pool keeps for
+reuse.
+
 Copies with in-flight asynchronous work come last (their event is waited for). Never evicted:
 the allocation being served, the allocations used by a kernel launch or CUDA ufunc call being
 prepared (:class:`LaunchPins`), allocations whose device address was exported through
@@ -145,11 +150,19 @@ class LaunchPins:
     whose preparation fails can put every flag back (:meth:`abort`). ``after_release``, if
     set (by the launch's argument callbacks, which run before the pins), is called once the
     pins are released: the launch's follow-up work (downloads that keep host views current,
-    :mod:`smartarray._core.host_exports`).
+    :mod:`smartarray._core.host_exports`). Releasing the pins makes the launch's allocations
+    the most recently used (for the launch fast path, which pins without touching them).
     """
 
     def __init__(self, token: object = None) -> None:
         self.states: dict[int, tuple[Allocation, Any]] = {}  # key -> (allocation, its state)
+        # ``hold(key, (alloc, state))``: pin without :meth:`add`'s checks, for a caller that
+        # holds ``alloc.lock`` and has checked that no host export needs looking at (the
+        # launch fast path, ``Allocation.launch_value``). It is ``states.setdefault``, one
+        # C-level call: other threads read ``states`` only through single C-level copies
+        # (see _candidates, _pinned_keys), so it needs no budget lock; the first state
+        # recorded for an allocation is kept.
+        self.hold: Callable[[int, tuple[Allocation, Any]], Any] = self.states.setdefault
         self.after_release: Callable[[], None] | None = None
         # What the launch's arguments record as the launch being prepared
         # (Allocation.begin_device_write): numba-cuda's ``retr`` list, or these pins.
@@ -188,6 +201,10 @@ class LaunchPins:
     def __call__(self) -> None:
         with _BUDGET.lock:
             _BUDGET.launches.discard(self)
+            entries = _BUDGET.entries
+            for key in self.states:  # used by this launch: the most recently used now
+                if key in entries:
+                    entries.move_to_end(key)
             self.states.clear()
         self.token = None  # (it may be ``retr``, which holds these pins: no cycle is left)
         after, self.after_release = self.after_release, None
@@ -387,15 +404,31 @@ def _candidates(keep: tuple[Allocation, ...]) -> list[Allocation]:
     """Charged allocations in LRU order, less ``keep`` and those pinned by a launch."""
     with _BUDGET.lock:
         _BUDGET.reap()
-        excluded = {alloc.key for alloc in keep}
-        for pins in list(_BUDGET.launches):
-            excluded.update(pins.states)
+        excluded = _pinned_keys()
+        excluded.update(alloc.key for alloc in keep)
         found = []
         for key, (ref, _) in _BUDGET.entries.items():
             alloc = ref()
             if alloc is not None and key not in excluded:
                 found.append(alloc)
         return found
+
+
+def _pinned_keys() -> set[int]:
+    """Keys of the allocations pinned by launches being prepared (call with the budget lock
+    held; each launch's pins are copied in one C-level step, so a launch adding a pin in
+    another thread never changes a dictionary this is iterating over: see
+    ``LaunchPins.hold``)."""
+    pinned: set[int] = set()
+    for pins in list(_BUDGET.launches):
+        pinned.update(pins.states)
+    return pinned
+
+
+def _is_pinned(alloc: Allocation) -> bool:
+    """True while a launch being prepared pins ``alloc``."""
+    with _BUDGET.lock:
+        return alloc.key in _pinned_keys()
 
 
 def _evict(candidates: list[Allocation], needed: int) -> tuple[int, bool]:
@@ -421,6 +454,8 @@ def _evict(candidates: list[Allocation], needed: int) -> tuple[int, bool]:
                     contended = True  # another thread is using it: never wait (deadlock)
                     continue
                 try:
+                    if _is_pinned(alloc):  # pinned (under its lock) since the candidates
+                        continue  # were listed: in use by a launch being prepared
                     released += alloc.evict_device(spill=dirty)
                 except TransferError:
                     continue  # a spill inside no_transfers(): refused before copying
@@ -465,13 +500,21 @@ def _make_evicting_on_oom(
 ) -> T:
     """``make()``, evicting device copies and retrying while the device is out of memory.
 
-    Evicted buffers go to numba-cuda's deallocation queue, which numba-cuda flushes before it
-    retries an allocation that ran out of memory.
+    The first time, the device memory pool is trimmed instead (memory it keeps for reuse,
+    or still waiting for a free on another stream, goes back to the device), and ``make()``
+    retried, before anything is evicted. Evicted buffers go back to the pool, or to
+    numba-cuda's deallocation queue, which numba-cuda flushes before it retries an
+    allocation that ran out of memory.
     """
+    trimmed = False
     while True:
         try:
             return make()
         except _backend.DeviceOutOfMemory as exc:
+            if not trimmed:
+                trimmed = True
+                if _backend.trim_device_pool():
+                    continue
             released, _ = _evict(_candidates(keep), nbytes)
             if released == 0:
                 raise _no_room(nbytes, label, keep, out_of_memory=exc) from exc
@@ -500,7 +543,7 @@ def _no_room(
     with _BUDGET.lock:
         _BUDGET.reap()
         limit, used = _BUDGET.limit, _BUDGET.used
-        pinned = {key for pins in list(_BUDGET.launches) for key in pins.states}
+        pinned = _pinned_keys()
         held = [alloc for ref, _ in _BUDGET.entries.values() if (alloc := ref()) is not None]
     in_use = [a for a in held if a.key in pinned or any(a is k for k in keep)]
     kept = [a for a in held if a.eviction_cost() is None and not any(a is u for u in in_use)]

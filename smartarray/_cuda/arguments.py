@@ -33,8 +33,9 @@ from .._array import SmartArray
 from .._core import backend as _backend
 from .._core import host_exports as _host_exports
 from .._core import memory as _memory
+from .._core.memory import LaunchPins as _LaunchPins
 from .._intents import read_only_target_error
-from .launch import bare_intent
+from .launch import _local, bare_intent
 
 
 def kernel_argument(
@@ -47,10 +48,34 @@ def kernel_argument(
     and the fix; nothing is prepared then (earlier arguments get their flags back).
     """
     alloc = array._alloc
-    if intent != "out" and _backend.is_default_stream(stream):
-        device = _resident_argument(array, intent, retr, stream)
-        if device is not None:
-            return _launch_value(device, intent)
+    if intent != "out":
+        writes = intent != "in"
+        if not writes or array._writeable:
+            # The steady state (see bare_kernel_argument, which repeats these lines inline).
+            if type(stream) is int:
+                default = stream == 0
+            elif stream is getattr(_local, "stream", None):
+                default = True
+            else:
+                default = _backend.is_default_stream(stream)
+            if default:
+                pins = retr[-1] if retr else None
+                if type(pins) is not _LaunchPins:
+                    pins = _memory.launch_pins(retr)
+                work = getattr(_local, "work", None)
+                if work is None:
+                    work = _backend.is_gpu_default_stream(stream)
+                value = alloc.launch_value(
+                    (array._offset, array._shape, array._strides, array._dtype, writes),
+                    writes,
+                    pins,
+                    work,
+                )
+                if value is not None:
+                    return value
+                value = _resident_argument(array, intent, retr, stream)
+                if value is not None:
+                    return value
     # ``retr`` is the one list numba-cuda passes for all arguments of this launch: it
     # identifies the launch, so an allocation passed twice is uploaded at most once, and the
     # launch's arguments are pinned against eviction by the device memory budget.
@@ -98,30 +123,28 @@ def kernel_argument(
 
 
 def _resident_argument(array: SmartArray, intent: str, retr: list, stream: Any) -> Any:
-    """The launch path for the steady state of a kernel chain, or None for the general one.
+    """The launch value for the steady state of a kernel chain, or None for the general path
+    (call on the default stream, for ``'in'`` or ``'inout'``).
 
     When the device copy is current and is the only one a kernel can change (state DEVICE,
-    or BOTH for ``In``), with no earlier device work to order after (the launch is on the
-    default stream; no event pending), no launch in preparation, no kept host export and
-    no mapped memory, a launch changes no flag: the argument is only pinned against
-    eviction and handed over. Everything else takes the general path in
-    :func:`kernel_argument`, which does the same when these conditions hold, in more steps.
+    or BOTH for ``In``), with no earlier device work to order after (no event pending), no
+    launch in preparation, no kept host export and no mapped memory, a launch changes no
+    flag: the argument is only pinned against eviction and handed over
+    (``Allocation.launch_value``, which checks all that and caches the launch value with the
+    device view, so that later launches find it in one call). Everything else takes the
+    general path in :func:`kernel_argument`, which does the same when these conditions
+    hold, in more steps.
     """
-    alloc = array._alloc
     writes = intent != "in"
     if writes and not array._writeable:
         return None  # (the general path raises the error)
-    with alloc.lock:
-        device = alloc.resident_view(
-            writes, array._offset, array._shape, array._strides, array._dtype
-        )
-        if device is None:
-            return None
-        _memory.launch_pins(retr).add(alloc)
-        # (what recording the launch as device work does on the default stream; set before
-        # the launch is enqueued, which only makes a later non-blocking stream wait for it)
-        alloc._default_stream_work = _backend.is_gpu_default_stream(stream)
-    return device
+    return array._alloc.launch_value(
+        (array._offset, array._shape, array._strides, array._dtype, writes),
+        writes,
+        _memory.launch_pins(retr),
+        _backend.is_gpu_default_stream(stream),
+        _launch_value_inout if writes else _launch_value_in,
+    )
 
 
 def _launch_value(device: Any, intent: str) -> Any:
@@ -137,6 +160,14 @@ def _launch_value(device: Any, intent: str) -> Any:
         return device
     view = getattr(device, "_strided_memory_view_shim", None)  # (what numba.cuda.In gives)
     return view if view is not None else _backend.cuda().In(device).to_device([], 0)
+
+
+def _launch_value_in(device: Any) -> Any:
+    return _launch_value(device, "in")
+
+
+def _launch_value_inout(device: Any) -> Any:
+    return _launch_value(device, "inout")
 
 
 _HINT_HOOK_MARK = "_smartarray_hint_hook"
@@ -171,9 +202,60 @@ def install_argument_hint_hooks() -> None:
             cls.to_device = hook(original)  # type: ignore[method-assign]
 
 
-def bare_kernel_argument(array: SmartArray, retr: list, stream: Any) -> Any:
-    """:func:`kernel_argument` for a bare SmartArray, with the intent inferred for the launch."""
-    return kernel_argument(array, bare_intent(array), retr, stream)
+def bare_kernel_argument(array: SmartArray, retr: list, stream: Any = 0) -> Any:
+    """Kernel-argument hook called by numba.cuda at launch (``SmartArray.to_device``).
+
+    The intent is inferred from the kernel's code: ``In`` when no argument of the launch may
+    write this array's memory, else ``InOut`` (see :mod:`smartarray._cuda.launch`); then the
+    array is prepared as :func:`kernel_argument` does.
+
+    Notes
+    -----
+    Installed as ``SmartArray.to_device`` (see the end of this module): numba-cuda calls it
+    for every bare SmartArray argument of every launch, so the steady state of a kernel
+    chain is handled here inline: the intent (:func:`bare_intent`, from the launch's
+    read-only allocations), the stream (the launch hook records the launch's stream when it
+    is the default one, and whether work on it is asynchronous default-stream work) and the
+    launch's pins (kept last in ``retr``), then one call of the core,
+    ``Allocation.launch_value``, which returns the launch value cached with the device view,
+    pinned. Anything else goes to :func:`kernel_argument`.
+    """
+    alloc = array._alloc
+    readonly = getattr(_local, "readonly", None)
+    if readonly is not None and alloc in readonly:
+        intent = "in"
+    elif readonly is None or array._writeable:
+        intent = "inout"
+    else:
+        intent = bare_intent(array)
+    writes = intent == "inout"
+    if not writes or array._writeable:
+        if type(stream) is int:
+            default = stream == 0
+        elif stream is getattr(_local, "stream", None):
+            default = True
+        else:
+            default = _backend.is_default_stream(stream)
+        if default:
+            if not retr:  # the first argument of the launch: its pins
+                pins = _LaunchPins(retr)
+                retr.append(pins)
+            else:
+                pins = retr[-1]
+                if type(pins) is not _LaunchPins:
+                    pins = _memory.launch_pins(retr)
+            work = getattr(_local, "work", None)
+            if work is None:
+                work = _backend.is_gpu_default_stream(stream)
+            value = alloc.launch_value(
+                (array._offset, array._shape, array._strides, array._dtype, writes),
+                writes,
+                pins,
+                work,
+            )
+            if value is not None:
+                return value
+    return kernel_argument(array, intent, retr, stream)
 
 
 def export_cuda_array_interface(array: SmartArray) -> dict[str, Any]:
@@ -196,5 +278,9 @@ def export_cuda_array_interface(array: SmartArray) -> dict[str, Any]:
 
 
 _hooks.bare_kernel_argument = bare_kernel_argument
+# numba-cuda calls ``to_device`` of every bare SmartArray argument of every launch: the class's
+# own method forwards to the slot above; installed directly, the steady state runs one Python
+# frame less per argument (as the numpy face installs its fast operators on the class).
+SmartArray.to_device = bare_kernel_argument  # type: ignore[method-assign,assignment]
 _hooks.kernel_argument = kernel_argument
 _hooks.cuda_array_interface = export_cuda_array_interface

@@ -13,10 +13,13 @@ each tier runs per launch with the kernel and its arguments in hand:
 The wrapper looks up the kernel's parameter analysis (:mod:`smartarray._numba.access`, computed once
 and cached on the kernel object: a launch pays one dictionary look-up), and, when a bare
 SmartArray is among the arguments, records for the duration of the launch, in a thread-local,
-the allocations that every argument leaves unwritten. :func:`bare_intent` then gives ``'in'``
-for those and ``'inout'`` for everything else. The decision is per allocation: if an
-allocation is behind two arguments (``k(x, x[1:])``) and either may be written, or behind an
-explicit ``InOut``/``Out``, it is prepared as written everywhere.
+the allocations that every argument leaves unwritten (and the launch's stream, if it is the
+default one, with whether that is asynchronous default-stream work: what the arguments'
+steady-state path in :mod:`smartarray._cuda.arguments` needs to know about the stream).
+:func:`bare_intent` then gives ``'in'`` for those and ``'inout'`` for everything else. The
+decision is per allocation: if an allocation is behind two arguments (``k(x, x[1:])``) and
+either may be written, or behind an explicit ``InOut``/``Out``, it is prepared as written
+everywhere.
 
 Read-only arrays (``a.diagonal()``, ``np.broadcast_to(a, ...)``) are the exception: a bare
 read-only SmartArray is prepared ``'in'``, whatever the other arguments do with its
@@ -214,23 +217,6 @@ def _plan(kernel: Any, func: Any, args: Any) -> list[Any] | None:
     return readonly_allocations(mask, rest, args, stores)
 
 
-def _call_with(readonly: list[Any] | None, original: Callable[..., Any], *args: Any) -> Any:
-    """``original(*args)`` with ``readonly`` as the launch's read-only allocations, which the
-    SmartArray arguments' ``to_device`` reads through :func:`bare_intent`."""
-    previous = None
-    if readonly is not None:
-        previous = getattr(_local, "readonly", None)
-        _local.readonly = readonly
-    try:
-        return original(*args)
-    except BaseException:
-        _memory.fail_launches()  # (prepared arguments of a launch that never ended)
-        raise
-    finally:
-        if readonly is not None:
-            _local.readonly = previous
-
-
 def _hooked_call(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def call(self: Any, args: Any, launch_config: Any) -> Any:
@@ -239,7 +225,31 @@ def _hooked_call(original: Callable[..., Any]) -> Callable[..., Any]:
             readonly = _plan(self, self.py_func, args)
         else:
             readonly = readonly_allocations(cached[0], cached[1], args, cached[2])
-        return _call_with(readonly, original, self, args, launch_config)
+        # The launch runs with ``readonly`` as its read-only allocations, which the SmartArray
+        # arguments' ``to_device`` reads (bare_intent).
+        previous = (
+            getattr(_local, "readonly", None),
+            getattr(_local, "stream", None),
+            getattr(_local, "work", None),
+        )
+        _local.readonly = readonly
+        # The launch's stream if it is the default one: an argument handed that very object
+        # needs no further check of its stream, and its launch is asynchronous default-stream
+        # work (this hook runs on a GPU only). See bare_kernel_argument.
+        stream = getattr(launch_config, "stream", None)
+        try:
+            default = stream is not None and int(stream.handle) == 0
+        except (AttributeError, TypeError, ValueError):
+            default = False
+        _local.stream = stream if default else None
+        _local.work = default
+        try:
+            return original(self, args, launch_config)
+        except BaseException:
+            _memory.fail_launches()  # (prepared arguments of a launch that never ended)
+            raise
+        finally:
+            _local.readonly, _local.stream, _local.work = previous
 
     setattr(call, _HOOK_MARK, True)
     return call
@@ -248,12 +258,26 @@ def _hooked_call(original: Callable[..., Any]) -> Callable[..., Any]:
 def _hooked_fake_call(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def __call__(self: Any, *args: Any) -> Any:
+        if self._device:  # a device function, called from a kernel (in a simulator thread)
+            return original(self, *args)
         cached = self.__dict__.get(_CACHE_KEY)
         if cached is not None:
             readonly = readonly_allocations(cached[0], cached[1], args, cached[2])
         else:
-            readonly = None if self._device else _plan(self, self.fn, args)
-        return _call_with(readonly, original, self, *args)
+            readonly = _plan(self, self.fn, args)
+        # As the GPU tier's hook does. The simulator hands every argument the stream 0:
+        # whether that is asynchronous default-stream work (never, unless a test pretends
+        # so) is asked once per launch. See bare_kernel_argument.
+        previous = getattr(_local, "readonly", None), getattr(_local, "work", None)
+        _local.readonly = readonly
+        _local.work = _backend.is_gpu_default_stream(0)
+        try:
+            return original(self, *args)
+        except BaseException:
+            _memory.fail_launches()  # (prepared arguments of a launch that never ended)
+            raise
+        finally:
+            _local.readonly, _local.work = previous
 
     setattr(__call__, _HOOK_MARK, True)
     return __call__

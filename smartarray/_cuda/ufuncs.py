@@ -28,6 +28,15 @@ from .._core import backend as _backend
 from .._core import host_exports as _host_exports
 from .._core import memory as _memory
 from .._intents import In, Out, _Intent
+from .._numpy.creation import empty
+
+try:  # (numba-cuda's kernel-argument hint; the simulator's under the simulator)
+    from numba.cuda.args import ArgHint as _ArgHint
+except ImportError:  # pragma: no cover - numba-cuda is a hard dependency
+
+    class _ArgHint:  # type: ignore[no-redef]
+        def __init__(self, value: Any) -> None:
+            self.value = value
 
 
 def _check_intents(inputs: tuple[Any, ...], outputs: tuple[Any, ...]) -> None:
@@ -157,6 +166,170 @@ def gufunc_output_reads(ufunc: Any, nin: int, nout: int) -> tuple[bool, ...]:
     return reads
 
 
+# --- what numba-cuda would work out on every call, worked out once per signature --------
+
+_SIGNATURES = "_smartarray_signatures"
+
+
+class _Signature:
+    """What numba-cuda resolves for a call of a CUDA ufunc (``@vectorize``) with given input
+    types: the result dtype and the kernel (``CUDAUFuncMechanism``'s ``get_function``), and,
+    on a GPU, from the first launch on, the kernel specialised for 1-d C-contiguous arrays
+    of those types and its threads per block (what ``ForAll`` computes on every call: the
+    specialisation's argument types and an occupancy query)."""
+
+    __slots__ = ("kernel", "resty", "specialized", "threads")
+
+    def __init__(self, resty: np.dtype, kernel: Any) -> None:
+        self.resty = resty
+        self.kernel = kernel
+        self.specialized: Any = None
+        self.threads = 0
+
+
+def _type_key(value: Any) -> Any:
+    """An input's part of the signature key: its dtype, or for a scalar ``('scalar', the dtype
+    numba-cuda gives it)``."""
+    if isinstance(value, (int, float, complex, np.number)):
+        return ("scalar", np.asarray(value).dtype)
+    return value.dtype
+
+
+def _stand_in(value: Any) -> Any:
+    """What numba-cuda's signature resolution is given for an input: scalars as they are,
+    arrays as a one-element host array of their dtype (it reads only their dtypes; a
+    SmartArray itself would be read through numpy, which copies it to the host)."""
+    if isinstance(value, (int, float, complex, np.number)):
+        return value
+    return np.empty(1, dtype=value.dtype)
+
+
+def _signature(ufunc: Any, inputs: tuple[Any, ...] | list[Any]) -> _Signature:
+    """The :class:`_Signature` of ``ufunc`` (a ``CUDAUFuncDispatcher``) for ``inputs``,
+    resolved by numba-cuda's own code the first time (its ``TypeError`` for a signature the
+    ufunc lacks propagates) and cached on the ufunc by the inputs' types."""
+    key = tuple(map(_type_key, inputs))
+    cache = ufunc.__dict__.get(_SIGNATURES)
+    if cache is None:
+        cache = ufunc.__dict__[_SIGNATURES] = {}
+    signature = cache.get(key)
+    if signature is None:
+        from numba.cuda.vectorizers import CUDAUFuncMechanism
+
+        mechanism = CUDAUFuncMechanism(ufunc.functions, list(map(_stand_in, inputs)))
+        mechanism.get_arguments()
+        resty, kernel = mechanism.get_function()
+        signature = cache[key] = _Signature(np.dtype(resty), kernel)
+    return signature
+
+
+def _is_ufunc_dispatcher(ufunc: Any) -> bool:
+    """True for numba-cuda's ``@vectorize(target='cuda')`` dispatcher."""
+    from numba.cuda.vectorizers import CUDAUFuncDispatcher
+
+    return isinstance(ufunc, CUDAUFuncDispatcher)
+
+
+def _allocate_result(ufunc: Any, inputs: tuple[Any, ...], stream: Any) -> SmartArray | None:
+    """The result array of a ``@vectorize`` call without ``out=``, allocated by smartarray
+    (current on the device, nothing copied), or None to let numba-cuda allocate it.
+
+    Only where numba-cuda would keep its result on the device with SmartArray inputs: no
+    Numba device array among the inputs (numba-cuda's rule then returns device arrays),
+    and a result of at least one dimension. Its dtype is what numba-cuda resolves for the
+    inputs (:func:`_signature`; its errors propagate), its shape the inputs' broadcast
+    shape (numba-cuda raises its own error for shapes that do not broadcast)."""
+    if not _is_ufunc_dispatcher(ufunc):
+        return None
+    shapes: list[tuple[int, ...]] = []
+    for value in inputs:
+        if isinstance(value, (int, float, complex, np.number)):
+            shapes.append((1,))  # (numba-cuda makes a scalar a 1-element array)
+        elif isinstance(value, (SmartArray, np.ndarray)):
+            shapes.append(value.shape)
+        else:
+            return None  # a device array, or something numba-cuda reads its own way
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None
+    if not shape:
+        return None
+    signature = _signature(ufunc, inputs)
+    return empty(shape, dtype=signature.resty, where="gpu", stream=stream)
+
+
+class _Ready(_ArgHint):  # type: ignore[misc]
+    """A kernel argument ready for numba-cuda's launch: ``to_device`` returns it as it is."""
+
+    def to_device(self, retr: list, stream: Any = 0) -> Any:
+        return self.value
+
+
+def _c_contiguous(array: Any) -> bool:
+    step = array.dtype.itemsize
+    for extent, stride in zip(reversed(array.shape), reversed(array.strides), strict=True):
+        if extent > 1 and stride != step:
+            return False
+        step *= extent
+    return True
+
+
+def _launch_elementwise(ufunc: Any, inputs: list[Any], out: Any, stream: Any) -> bool:
+    """Run a ``@vectorize`` call on device arrays as numba-cuda would, with what it
+    recomputes on every call taken from the :class:`_Signature` cache; False (nothing done)
+    where the call needs numba-cuda's own path.
+
+    That is a call whose inputs are device arrays of the output's shape (no scalar, no
+    broadcast), every one C-contiguous, with a non-empty output of the dtype numba-cuda
+    resolves. numba-cuda's ``CUDAUFuncMechanism.call`` would resolve the signature, ravel
+    the arrays and launch the kernel through ``ForAll``, which specialises it for the
+    arguments' types and asks the driver for its threads per block on every call; here the
+    signature, the specialisation and the block size are cached, and on a GPU the arrays
+    are handed to the launch ready (their strided memory views), skipping numba-cuda's
+    per-array argument conversion. The kernel and the launch configuration are the same.
+    """
+    size = out.size
+    if not size or not _is_ufunc_dispatcher(ufunc) or not _backend.is_device_array(out):
+        return False
+    shape = out.shape
+    for array in inputs:
+        if not _backend.is_device_array(array) or array.shape != shape:
+            return False
+    arrays = [*inputs, out]
+    for array in arrays:
+        if not _c_contiguous(array):
+            return False
+    try:
+        signature = _signature(ufunc, inputs)
+    except TypeError:
+        return False  # (numba-cuda raises it again, its own way)
+    if out.dtype != signature.resty:
+        return False
+    if len(shape) != 1:
+        arrays = [array.ravel() for array in arrays]
+    if _backend.tier() != "gpu":
+        signature.kernel.forall(size, stream=stream)(*arrays)  # (numba-cuda's own launch)
+        return True
+    ready = []
+    for array in arrays:
+        view = getattr(array, "_strided_memory_view_shim", None)  # (a DeviceNDArray's)
+        if view is None:
+            return False
+        ready.append(_Ready(view))
+    specialized = signature.specialized
+    if specialized is None:
+        from numba.cuda.dispatcher import ForAll
+
+        specialized = signature.kernel.specialize(*arrays)
+        forall = ForAll(signature.kernel, size, tpb=0, stream=stream, sharedmem=0)
+        signature.threads = forall._compute_thread_per_block(specialized)
+        signature.specialized = specialized
+    threads = signature.threads
+    specialized[(size + threads - 1) // threads, threads, stream, 0](*ready)
+    return True
+
+
 class SmartUFunc:
     """A CUDA ufunc or gufunc that keeps SmartArray arguments on the device.
 
@@ -217,6 +390,12 @@ class SmartUFunc:
         launch = _memory.LaunchPins()
         try:
             device_inputs = [_unwrap_input(a, stream, read, launch) for a in inputs]
+            if not outputs and read and self.nin is None:
+                # A result to allocate: smartarray does it (from the device memory pool on a
+                # GPU), once the inputs are pinned, and passes it as the output.
+                result_array = _allocate_result(self.ufunc, inputs, stream)
+                if result_array is not None:
+                    outputs, output_reads = (result_array,), [False]
             device_outputs = [
                 _unwrap_output(o, reads, stream, written, launch)
                 for o, reads in zip(outputs, output_reads, strict=True)
@@ -230,7 +409,12 @@ class SmartUFunc:
                 result = self.ufunc(*device_inputs, *device_outputs, stream=stream, **kwargs)
             elif device_outputs:
                 target = device_outputs[0] if len(device_outputs) == 1 else tuple(device_outputs)
-                result = self.ufunc(*device_inputs, out=target, stream=stream, **kwargs)
+                if not (
+                    len(device_outputs) == 1
+                    and not kwargs
+                    and _launch_elementwise(self.ufunc, device_inputs, target, stream)
+                ):
+                    result = self.ufunc(*device_inputs, out=target, stream=stream, **kwargs)
             else:
                 result = self.ufunc(*device_inputs, stream=stream, **kwargs)
         except BaseException:
@@ -326,11 +510,22 @@ def _involves_smartarrays(values: tuple[Any, ...]) -> bool:
     return False
 
 
+_SMART_UFUNC = "_smartarray_smart_ufunc"
+
+
+def _smart(ufunc: Any) -> SmartUFunc:
+    """The :class:`SmartUFunc` of a numba-cuda ufunc dispatcher (made once, kept on it)."""
+    smart = ufunc.__dict__.get(_SMART_UFUNC)
+    if smart is None:
+        smart = ufunc.__dict__[_SMART_UFUNC] = SmartUFunc(ufunc)
+    return smart  # type: ignore[no-any-return]
+
+
 def _hooked_call(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         if _involves_smartarrays((*args, kwargs.get("out"))):
-            return SmartUFunc(self)(*args, **kwargs)
+            return _smart(self)(*args, **kwargs)
         return original(self, *args, **kwargs)
 
     setattr(__call__, _HOOK_MARK, True)
@@ -341,7 +536,7 @@ def _hooked_reduce(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def reduce(self: Any, arg: Any, stream: Any = 0) -> Any:
         if _involves_smartarrays((arg,)):
-            return SmartUFunc(self).reduce(arg, stream=stream)
+            return _smart(self).reduce(arg, stream=stream)
         return original(self, arg, stream=stream)
 
     setattr(reduce, _HOOK_MARK, True)

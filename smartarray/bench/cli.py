@@ -17,10 +17,12 @@ Transfers (simulator and GPU)
     SmartArray copies are read from smartarray's ledger; the copies Numba makes for plain
     arrays are counted by :class:`CopyCounter`.
 Timings (real GPU only)
-    The chain variants timed at two sizes, and the add progression with a
-    ``@vectorize(target='cuda')`` ufunc (SmartArrays with ``out=``, and with the host-array
-    code unchanged, a new result each call), with the ratios (c)/(b) and SmartArrays / device
-    inputs and output.
+    The chain variants timed at two sizes (with the time per launch), and the add
+    progression with a ``@vectorize(target='cuda')`` ufunc (SmartArrays with ``out=``, and
+    with the host-array code unchanged, a new result each call), with the ratios (c)/(b) and
+    SmartArrays / device inputs and output; the time per launch of kernels with 0 to 4 array
+    arguments, device arrays and SmartArrays side by side, and the device allocations of a
+    steady ``z = add(x, y)`` loop (:mod:`smartarray.bench.launch`).
 Oversubscription and pinned pool (:mod:`smartarray.bench.memory`)
     A workload three times the device memory limit: bytes moved (and, on a GPU, time)
     against a hand-written out-of-core loop; pinned SmartArray creation with and without the
@@ -95,7 +97,8 @@ HELP_EPILOG = """\
 parts (which ones run depends on this machine: GPU, CUDA simulator, or no CUDA):
   transfers    copies made by a kernel chain, the add progression and an unannotated
                workflow, against the minimum (simulator and GPU)
-  timings      the kernel chain and a @vectorize(target='cuda') add, timed (GPU only)
+  timings      the kernel chain and a @vectorize(target='cuda') add, timed; the time per
+               launch by number of array arguments; allocations of z = add(x, y) (GPU only)
   memory       data 3x the device memory limit against an out-of-core loop, and the
                pinned host-buffer pool
   CPU          the cost of an @njit call with a SmartArray argument
@@ -310,6 +313,7 @@ def chain_timings(n: int, steps: int, repeats: int) -> list[dict[str, Any]]:
                 "n": n,
                 "steps": steps,
                 "seconds": seconds[name],
+                "us_per_launch": seconds[name] / steps * 1e6,
                 "ratio_to_device": seconds[name] / seconds["device"],
             }
         )
@@ -413,6 +417,45 @@ def transfer_table(rows: Sequence[dict[str, Any]]) -> str:
             ]
             for r in rows
         ],
+    )
+
+
+def launch_table(rows: Sequence[dict[str, Any]], repeats: int) -> str:
+    """The rows of :func:`smartarray.bench.launch.launch_timings` as a titled table."""
+    first = rows[0]
+    title = (
+        f"Timings: time per launch by number of array arguments, {first['launches']} launches "
+        f"of kernels without signatures, n={first['n']} float64, median of {repeats} runs"
+    )
+    table = format_table(
+        ["array arguments", "device arrays", "SmartArrays", "SmartArrays / device arrays"],
+        [
+            [
+                r["arguments"],
+                f"{r['device_us']:.1f} µs",
+                f"{r['smartarray_us']:.1f} µs",
+                f"{r['ratio']:.2f}",
+            ]
+            for r in rows
+        ],
+    )
+    return f"{title}\n{table}"
+
+
+def allocation_report(row: dict[str, Any]) -> str:
+    """:func:`smartarray.bench.launch.result_allocations` in words."""
+    head = (
+        f"Device allocations: z = add(x, y) on SmartArrays, n={row['n']} float32, "
+        f"{row['calls']} calls"
+    )
+    if not row["pool"]:
+        return f"{head}\n  no device memory pool (numba-cuda allocates each result)"
+    growth = row["reserved_growth_bytes"]
+    return (
+        f"{head}\n  per call: {row['allocations_per_call']:.2f} allocations, "
+        f"{row['frees_per_call']:.2f} frees; the pool grew by "
+        + ("(not reported)" if growth is None else f"{growth} bytes")
+        + ("" if row["pool_hits"] is None else f"; pool hits: {row['pool_hits']}")
     )
 
 
@@ -661,9 +704,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"\nTimings: kernel chain, {gpu_steps} launches, median of {repeats} runs")
         print(
             format_table(
-                ["variant", "n", "time per chain", "/ (b)"],
+                ["variant", "n", "time per chain", "per launch", "/ (b)"],
                 [
-                    [r["label"], r["n"], _ms(r["seconds"]), f"{r['ratio_to_device']:.2f}"]
+                    [
+                        r["label"],
+                        r["n"],
+                        _ms(r["seconds"]),
+                        f"{r['us_per_launch']:.1f} µs",
+                        f"{r['ratio_to_device']:.2f}",
+                    ]
                     for r in chain_t
                 ],
             )
@@ -682,6 +731,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 ],
             )
         )
+        from . import launch as bench_launch
+
+        launches = 200 if args.quick else 1000
+        launch_t = bench_launch.launch_timings(launches=launches, repeats=repeats)
+        allocations = bench_launch.result_allocations(
+            _add_ufunc(), n=add_n, calls=10 if args.quick else 100
+        )
+        results["timings"]["launch"] = launch_t
+        results["timings"]["ufunc_allocations"] = allocations
+        print(f"\n{launch_table(launch_t, repeats)}")
+        print(f"\n{allocation_report(allocations)}")
         from . import throughput as bench_throughput
 
         results["throughput"] = bench_throughput.measure(repeats=3 if args.quick else 7)

@@ -1,0 +1,126 @@
+"""Issue 22 on real hardware: the device memory pool, pooled ufunc results, the launch path.
+
+Written without a GPU (the simulator tier checks the same logic with a stand-in pool:
+tests/test_device_pool.py, tests/test_ufunc_results.py, tests/test_launch_fast_path.py);
+these run in the GPU tier only.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from helpers import counts, inc, run_python
+from numba import cuda, vectorize
+
+import smartarray as sa
+from smartarray._core import device_pool as _device_pool
+
+pytestmark = pytest.mark.gpu
+
+N = 1 << 12
+
+
+@pytest.fixture(scope="module")
+def add() -> object:
+    @vectorize(["float32(float32, float32)"], target="cuda")
+    def add(a, b):  # type: ignore[no-untyped-def]
+        return a + b
+
+    return add
+
+
+def test_the_pool_is_on_and_serves_device_copies() -> None:
+    info = sa.device_pool_info()
+    assert info["enabled"] and info["resource"] == "CudaCoreResource"
+    before = sa.device_pool_info()
+    a = sa.SmartArray(np.arange(N, dtype=np.float64))
+    inc[(N + 255) // 256, 256](a)
+    assert sa.device_pool_info()["allocations"] == before["allocations"] + 1
+    view = a[N // 2 :]
+    inc[(N + 255) // 256, 256](view)  # a view of a pooled buffer
+    expected = np.arange(N) + 1.0
+    expected[N // 2 :] += 1
+    np.testing.assert_array_equal(np.asarray(a), expected)
+    a.free_device()
+    assert sa.device_pool_info()["frees"] == before["frees"] + 1
+    del a, view
+    gc.collect()
+    assert sa.release_device_pool() >= 0
+
+
+def test_a_steady_ufunc_loop_is_served_by_the_pool(add: object) -> None:
+    x = sa.SmartArray(np.arange(N, dtype=np.float32), where="gpu")
+    y = sa.SmartArray(np.ones(N, dtype=np.float32), where="gpu")
+    z = add(x, y)  # type: ignore[operator]
+    z = add(x, y)  # type: ignore[operator]
+    before = sa.device_pool_info()
+    with sa.track_transfers() as t:
+        for _ in range(20):
+            z = add(x, y)  # type: ignore[operator]
+    after = sa.device_pool_info()
+    assert counts(t) == (0, 0)
+    assert after["allocations"] - before["allocations"] == 20
+    assert after["reserved_bytes"] == before["reserved_bytes"]  # all served from the pool
+    assert isinstance(z, sa.SmartArray) and z.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(z), np.arange(N, dtype=np.float32) + 1)
+
+
+def test_direct_ufunc_launches_match_numba_cudas_own(add: object) -> None:
+    data = np.random.default_rng(0).random(N, dtype=np.float32)
+    x = sa.SmartArray(data)
+    out = sa.empty(N, dtype=np.float32, where="gpu")
+    add(x, x, out=out)  # type: ignore[operator]
+    add(x, out, out=out)  # type: ignore[operator]  # the cached specialisation
+    d = cuda.to_device(data)
+    reference = add(d, add(d, d))  # type: ignore[operator]  # numba-cuda's own path
+    np.testing.assert_array_equal(np.asarray(out), reference.copy_to_host())
+
+
+def test_the_chain_hands_over_the_cached_strided_memory_view() -> None:
+    a = sa.zeros(N, where="gpu")
+    blocks = (N + 255) // 256
+    inc[blocks, 256](a)
+    key = (a._offset, a._shape, a._strides, a._dtype, True)
+    cached = a._alloc._device_views[key]
+    assert cached is a._alloc.device._strided_memory_view_shim
+    with sa.track_transfers() as t:
+        for _ in range(10):
+            inc[blocks, 256](a)
+    assert counts(t) == (0, 0) and a._alloc._device_views[key] is cached
+    np.testing.assert_array_equal(np.asarray(a), np.full(N, 11.0))
+
+
+def test_the_numba_plugin_allocates_numbas_arrays_from_the_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NUMBA_CUDA_MEMORY_MANAGER", "smartarray.numba_pool")
+    script = (
+        "import numpy as np, smartarray as sa\n"
+        "from numba import cuda\n"
+        "manager = cuda.current_context().memory_manager\n"
+        "assert type(manager).__name__ == 'PooledMemoryManager', type(manager)\n"
+        "before = sa.device_pool_info()['allocations']\n"
+        "d = cuda.to_device(np.arange(1000.0))\n"
+        "assert sa.device_pool_info()['allocations'] == before + 1\n"
+        "np.testing.assert_array_equal(d.copy_to_host(), np.arange(1000.0))\n"
+        "del d\n"
+        "print('ok', sa.device_pool_info()['frees'])\n"
+    )
+    proc = run_python(["-c", script], simulator=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split()[-2] == "ok" and int(proc.stdout.split()[-1]) >= 1
+
+
+def test_the_environment_turns_the_pool_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, "0")
+    script = (
+        "import numpy as np, smartarray as sa\n"
+        "a = sa.SmartArray(np.ones(8), where='gpu')\n"
+        "assert sa.device_pool_info() == {'enabled': False}\n"
+        "print(float(np.asarray(a).sum()))\n"
+    )
+    proc = run_python(["-c", script], simulator=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split()[-1] == "8.0"
