@@ -137,6 +137,8 @@ def ones(
     stream: Any = None,
 ) -> SmartArray:
     """A new SmartArray of ones (made on the device with ``where='gpu'``)."""
+    if dtype is None:  # numpy's default (full's would be the fill value's: int64)
+        dtype = float
     return full(shape, 1, dtype, order, where, host_memory=host_memory, stream=stream)
 
 
