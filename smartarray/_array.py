@@ -105,9 +105,13 @@ if TYPE_CHECKING:  # the names used by the annotations below, for type checkers 
     # A dtype argument that names its scalar type: ``np.float32`` or ``np.dtype(np.float32)``.
     _DTypeLike: TypeAlias = type[_ScalarT] | np.dtype[_ScalarT]
     _ShapeLike: TypeAlias = SupportsIndex | Sequence[SupportsIndex]
-    # Arrays (SmartArrays, ndarrays, numpy scalars: anything whose ``__array__`` says its
-    # dtype) of scalar type ``_ScalarT``.
-    _ArrayOf: TypeAlias = CanArray[Any, np.dtype[_ScalarT]]
+    # An array of this shape and dtype: a SmartArray, or anything whose ``__array__`` says
+    # them (numpy-typing-compat's CanArray: an ndarray, a numpy scalar, ...). For numpy 2.0
+    # its CanArray is ``np.ndarray`` itself, not a protocol: SmartArrays are named here, and
+    # numpy scalars in ``_ArrayOf``, so that they count as arrays with every numpy 2.x.
+    _HasArray: TypeAlias = "SmartArray[_ShapeT, _DTypeT] | CanArray[_ShapeT, _DTypeT]"
+    # An array or numpy scalar of scalar type ``_ScalarT``.
+    _ArrayOf: TypeAlias = "_HasArray[Any, np.dtype[_ScalarT]] | _ScalarT"
     # The other operands numpy takes: Python scalars and (nested) sequences. (An operator's
     # overloads for arrays of any dtype and for these are separate: one taking ``object``
     # would make mypy give up on ``x + x`` whenever ``x``'s type contains an explicit
@@ -118,7 +122,7 @@ if TYPE_CHECKING:  # the names used by the annotations below, for type checkers 
     # not ``SupportsIndex``, which arrays are too (``__index__``), so that an index array's
     # type never matches two overloads of ``__getitem__`` (mypy's rule for ``Any`` in it).
     _Integer: TypeAlias = int | np.integer[Any]
-    _Index: TypeAlias = _Integer | slice | EllipsisType | CanArray[Any, Any] | list[Any] | None
+    _Index: TypeAlias = _Integer | slice | EllipsisType | _HasArray[Any, Any] | list[Any] | None
     # What ``get('gpu')`` hands out: numba-cuda's device array (in the simulator, numba's
     # stand-in FakeCUDAArray, which has its interface). numba ships type information
     # (py.typed), so type checkers see the class.
@@ -217,8 +221,22 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
     # type gives that type, a new array with a shape and no dtype is float64.
     @overload
     def __init__(
+        self: SmartArray[tuple[()], np.dtype[_ScalarT]],
+        obj: _ScalarT,
+        copy: bool = True,
+        shape: None = None,
+        dtype: None = None,
+        order: str | None = None,
+        where: str = "host",
+        *,
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
         self: SmartArray[_ShapeT, _DTypeT],
-        obj: CanArray[_ShapeT, _DTypeT],
+        obj: _HasArray[_ShapeT, _DTypeT],
         copy: bool = True,
         shape: None = None,
         dtype: None = None,
@@ -1132,10 +1150,11 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         ) -> tuple[SmartArray[_AnyShape, np.dtype[Any]], SmartArray[_AnyShape, np.dtype[Any]]]: ...
         def __divmod__(self, other: object, /) -> Any: ...
 
-        # (written out: mypy refuses ``__rdivmod__ = __divmod__`` against the mixin's type)
+        # (written out: mypy refuses ``__rdivmod__ = __divmod__`` against the mixin's type;
+        # no np.bool: numpy < 2.4 types its __divmod__ as a protocol mypy cannot call)
         @overload
         def __rdivmod__(
-            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int, /
         ) -> tuple[
             SmartArray[_ShapeT, np.dtype[_RealT]], SmartArray[_ShapeT, np.dtype[_RealT]]
         ]: ...

@@ -13,9 +13,17 @@ from . import protocols
 
 if TYPE_CHECKING:
     from numpy.typing import DTypeLike
-    from numpy_typing_compat import CanArray
 
-    from .._array import _AnyShape, _ArrayOf, _DTypeLike, _DTypeT, _ScalarT, _ShapeLike, _ShapeT
+    from .._array import (
+        _AnyShape,
+        _ArrayOf,
+        _DTypeLike,
+        _DTypeT,
+        _HasArray,
+        _ScalarT,
+        _ShapeLike,
+        _ShapeT,
+    )
 
 # The types follow numpy's stubs for its own functions: no dtype gives float64 (a ``*_like``
 # function: the prototype's dtype, and shape unless ``shape`` is given), a dtype naming a
@@ -26,7 +34,16 @@ if TYPE_CHECKING:
 
 @overload
 def asarray(
-    obj: CanArray[_ShapeT, _DTypeT],
+    obj: _ScalarT,
+    dtype: None = None,
+    order: str | None = None,
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+) -> SmartArray[tuple[()], np.dtype[_ScalarT]]: ...
+@overload
+def asarray(
+    obj: _HasArray[_ShapeT, _DTypeT],
     dtype: None = None,
     order: str | None = None,
     where: str = "host",
@@ -231,7 +248,7 @@ def full(
     side = normalize_where(where)
     if fill_value is _ZERO_BYTES:
         dtype = np.dtype(float if dtype is None else dtype)
-        value = np.zeros((), dtype=dtype)  # numpy's zeros: b'' for text, not b'0'
+        value: np.ndarray = np.zeros((), dtype=dtype)  # numpy's zeros: b'' for text, not b'0'
     else:
         if dtype is None:
             dtype = np.asarray(fill_value).dtype
@@ -393,7 +410,7 @@ def _in_axis_order(make: Any, shape: Any, axes: list[int] | None) -> SmartArray[
 
 @overload
 def empty_like(
-    prototype: CanArray[_ShapeT, _DTypeT],
+    prototype: _HasArray[_ShapeT, _DTypeT],
     dtype: None = None,
     order: str = "K",
     subok: bool = True,
@@ -404,7 +421,7 @@ def empty_like(
 ) -> SmartArray[_ShapeT, _DTypeT]: ...
 @overload
 def empty_like(
-    prototype: CanArray[Any, _DTypeT],
+    prototype: _HasArray[Any, _DTypeT],
     dtype: None = None,
     order: str = "K",
     subok: bool = True,
@@ -456,7 +473,7 @@ def empty_like(
 
 @overload
 def full_like(
-    prototype: CanArray[_ShapeT, _DTypeT],
+    prototype: _HasArray[_ShapeT, _DTypeT],
     fill_value: Any,
     dtype: None = None,
     order: str = "K",
@@ -468,7 +485,7 @@ def full_like(
 ) -> SmartArray[_ShapeT, _DTypeT]: ...
 @overload
 def full_like(
-    prototype: CanArray[Any, _DTypeT],
+    prototype: _HasArray[Any, _DTypeT],
     fill_value: Any,
     dtype: None = None,
     order: str = "K",
@@ -522,7 +539,7 @@ def full_like(
 
 @overload
 def zeros_like(
-    prototype: CanArray[_ShapeT, _DTypeT],
+    prototype: _HasArray[_ShapeT, _DTypeT],
     dtype: None = None,
     order: str = "K",
     subok: bool = True,
@@ -533,7 +550,7 @@ def zeros_like(
 ) -> SmartArray[_ShapeT, _DTypeT]: ...
 @overload
 def zeros_like(
-    prototype: CanArray[Any, _DTypeT],
+    prototype: _HasArray[Any, _DTypeT],
     dtype: None = None,
     order: str = "K",
     subok: bool = True,
@@ -580,7 +597,7 @@ def zeros_like(
 
 @overload
 def ones_like(
-    prototype: CanArray[_ShapeT, _DTypeT],
+    prototype: _HasArray[_ShapeT, _DTypeT],
     dtype: None = None,
     order: str = "K",
     subok: bool = True,
@@ -591,7 +608,7 @@ def ones_like(
 ) -> SmartArray[_ShapeT, _DTypeT]: ...
 @overload
 def ones_like(
-    prototype: CanArray[Any, _DTypeT],
+    prototype: _HasArray[Any, _DTypeT],
     dtype: None = None,
     order: str = "K",
     subok: bool = True,
