@@ -993,7 +993,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
     if TYPE_CHECKING:
         # --- binary operators. Overloads: a Python scalar keeps the array's dtype (NEP 50)
         # and shape; operands of one scalar type give that type; anything else gives an
-        # array of unknown dtype, as numpy's stubs do for mixed types.
+        # array of unknown dtype, as numpy's stubs do for mixed types. Each operator is
+        # written out (pyright does not bind ``__radd__ = __add__`` as a method).
         @overload
         def __add__(
             self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
@@ -1016,9 +1017,75 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __add__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __add__(self, other: object, /) -> Any: ...
 
-        __radd__ = __add__
-        __mul__ = __add__
-        __rmul__ = __add__
+        @overload
+        def __radd__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __radd__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __radd__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __radd__(
+            self: SmartArray[Any, np.dtype[_AddableT]], other: _ArrayOf[_AddableT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_AddableT]]: ...
+        @overload
+        def __radd__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __radd__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __radd__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __mul__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __mul__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __mul__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __mul__(
+            self: SmartArray[Any, np.dtype[_AddableT]], other: _ArrayOf[_AddableT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_AddableT]]: ...
+        @overload
+        def __mul__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __mul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __mul__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rmul__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __rmul__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rmul__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __rmul__(
+            self: SmartArray[Any, np.dtype[_AddableT]], other: _ArrayOf[_AddableT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_AddableT]]: ...
+        @overload
+        def __rmul__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rmul__(self, other: object, /) -> Any: ...
 
         @overload
         def __sub__(
@@ -1042,7 +1109,29 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __sub__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __sub__(self, other: object, /) -> Any: ...
 
-        __rsub__ = __sub__
+        @overload
+        def __rsub__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __rsub__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rsub__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __rsub__(
+            self: SmartArray[Any, np.dtype[_NumericT]], other: _ArrayOf[_NumericT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_NumericT]]: ...
+        @overload
+        def __rsub__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rsub__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rsub__(self, other: object, /) -> Any: ...
 
         @overload
         def __pow__(
@@ -1066,7 +1155,29 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __pow__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __pow__(self, other: object, /) -> Any: ...
 
-        __rpow__ = __pow__
+        @overload
+        def __rpow__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __rpow__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rpow__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __rpow__(
+            self: SmartArray[Any, np.dtype[_NumberT]], other: _ArrayOf[_NumberT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_NumberT]]: ...
+        @overload
+        def __rpow__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rpow__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rpow__(self, other: object, /) -> Any: ...
 
         @overload  # (no complex: numpy has no floor division or remainder of them)
         def __floordiv__(
@@ -1088,9 +1199,63 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __floordiv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __floordiv__(self, other: object, /) -> Any: ...
 
-        __rfloordiv__ = __floordiv__
-        __mod__ = __floordiv__
-        __rmod__ = __floordiv__
+        @overload
+        def __rfloordiv__(
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
+        @overload
+        def __rfloordiv__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rfloordiv__(
+            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_RealT]]: ...
+        @overload
+        def __rfloordiv__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rfloordiv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rfloordiv__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __mod__(
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
+        @overload
+        def __mod__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __mod__(
+            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_RealT]]: ...
+        @overload
+        def __mod__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __mod__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __mod__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rmod__(
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
+        @overload
+        def __rmod__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rmod__(
+            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_RealT]]: ...
+        @overload
+        def __rmod__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rmod__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rmod__(self, other: object, /) -> Any: ...
 
         @overload  # floating and complex arrays keep their dtype
         def __truediv__(
@@ -1126,7 +1291,39 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __truediv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __truediv__(self, other: object, /) -> Any: ...
 
-        __rtruediv__ = __truediv__
+        @overload
+        def __rtruediv__(
+            self: SmartArray[_ShapeT, np.dtype[_InexactT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_InexactT]]: ...
+        @overload
+        def __rtruediv__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rtruediv__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __rtruediv__(
+            self: SmartArray[Any, np.dtype[_InexactT]], other: _ArrayOf[_InexactT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_InexactT]]: ...
+        @overload
+        def __rtruediv__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegralT]], other: float | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rtruediv__(
+            self: SmartArray[Any, np.dtype[_IntegralT]],
+            other: _ArrayOf[np.integer[Any] | np.bool],
+            /,
+        ) -> SmartArray[_AnyShape, np.dtype[np.float64]]: ...
+        @overload
+        def __rtruediv__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rtruediv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rtruediv__(self, other: object, /) -> Any: ...
 
         @overload
         def __divmod__(
@@ -1150,8 +1347,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         ) -> tuple[SmartArray[_AnyShape, np.dtype[Any]], SmartArray[_AnyShape, np.dtype[Any]]]: ...
         def __divmod__(self, other: object, /) -> Any: ...
 
-        # (written out: mypy refuses ``__rdivmod__ = __divmod__`` against the mixin's type;
-        # no np.bool: numpy < 2.4 types its __divmod__ as a protocol mypy cannot call)
+        # (no np.bool: before numpy 2.4 its __divmod__ is a protocol mypy cannot call)
         @overload
         def __rdivmod__(
             self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int, /
@@ -1190,7 +1386,21 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __matmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __matmul__(self, other: object, /) -> Any: ...
 
-        __rmatmul__ = __matmul__
+        @overload
+        def __rmatmul__(
+            self: SmartArray[tuple[int], Any], other: SmartArray[tuple[int], Any], /
+        ) -> Any: ...
+        @overload
+        def __rmatmul__(
+            self: SmartArray[Any, np.dtype[_MatmulT]], other: _ArrayOf[_MatmulT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_MatmulT]]: ...
+        @overload
+        def __rmatmul__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rmatmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rmatmul__(self, other: object, /) -> Any: ...
 
         @overload  # bitwise operators: integers and bools
         def __and__(
@@ -1210,11 +1420,99 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __and__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __and__(self, other: object, /) -> Any: ...
 
-        __rand__ = __and__
-        __or__ = __and__
-        __ror__ = __and__
-        __xor__ = __and__
-        __rxor__ = __and__
+        @overload
+        def __rand__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rand__(
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
+        @overload
+        def __rand__(
+            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
+        @overload
+        def __rand__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rand__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rand__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __or__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __or__(
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
+        @overload
+        def __or__(
+            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
+        @overload
+        def __or__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __or__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __or__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __ror__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __ror__(
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
+        @overload
+        def __ror__(
+            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
+        @overload
+        def __ror__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __ror__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __ror__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __xor__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __xor__(
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
+        @overload
+        def __xor__(
+            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
+        @overload
+        def __xor__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __xor__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __xor__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rxor__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rxor__(
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
+        @overload
+        def __rxor__(
+            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
+        @overload
+        def __rxor__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rxor__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rxor__(self, other: object, /) -> Any: ...
 
         @overload
         def __lshift__(
@@ -1232,9 +1530,53 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __lshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __lshift__(self, other: object, /) -> Any: ...
 
-        __rlshift__ = __lshift__
-        __rshift__ = __lshift__
-        __rrshift__ = __lshift__
+        @overload
+        def __rlshift__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rlshift__(
+            self: SmartArray[Any, np.dtype[_IntegerT]], other: _ArrayOf[_IntegerT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rlshift__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rlshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rlshift__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rshift__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rshift__(
+            self: SmartArray[Any, np.dtype[_IntegerT]], other: _ArrayOf[_IntegerT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rshift__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rshift__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rrshift__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rrshift__(
+            self: SmartArray[Any, np.dtype[_IntegerT]], other: _ArrayOf[_IntegerT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rrshift__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rrshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rrshift__(self, other: object, /) -> Any: ...
 
         # --- comparisons: boolean arrays, whatever the operands (``==`` too, unlike object's)
         def __lt__(self, other: object, /) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
@@ -1267,22 +1609,21 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         ) -> SmartArray[_ShapeT, np.dtype[np.floating[_NBit]]]: ...
         def __abs__(self, /) -> Any: ...
 
-        # --- in-place operators: the array itself, its type unchanged
-        def _inplace_operator(self, other: object, /) -> Self: ...
-
-        __iadd__ = _inplace_operator
-        __isub__ = _inplace_operator
-        __imul__ = _inplace_operator
-        __itruediv__ = _inplace_operator
-        __ifloordiv__ = _inplace_operator
-        __imod__ = _inplace_operator
-        __ipow__ = _inplace_operator
-        __imatmul__ = _inplace_operator
-        __iand__ = _inplace_operator
-        __ior__ = _inplace_operator
-        __ixor__ = _inplace_operator
-        __ilshift__ = _inplace_operator
-        __irshift__ = _inplace_operator
+        # --- in-place operators: the array itself, its type unchanged. (mypy wants an
+        # in-place operator's overloads to match the operator's; one signature is right here.)
+        def __iadd__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __isub__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __imul__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __itruediv__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __ifloordiv__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __imod__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __ipow__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __imatmul__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __iand__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __ior__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __ixor__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __ilshift__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __irshift__(self, other: object, /) -> Self: ...  # type: ignore[misc]
 
         # --- the ndarray members forwarded to the host copy (_numpy.protocols): array
         # results are SmartArrays; reductions are Any (a scalar or an array, by axis), as
