@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import re
 import runpy
+import shutil
+import subprocess
 import sys
 import tempfile
 import tokenize
@@ -84,6 +87,13 @@ def mypy_report() -> dict[Path, list[tuple[int, str, str]]]:
     return report
 
 
+def _expected_errors(path: Path) -> dict[int, str]:
+    """The ``# E: <text>`` comments of ``path``: text by line."""
+    with path.open() as source:  # the comments, not the docstring's words about them
+        comments = [t for t in tokenize.generate_tokens(source.readline) if t.type == COMMENT]
+    return {t.start[0]: m.group(1) for t in comments if (m := EXPECTED.match(t.string))}
+
+
 def _findings(report: dict[Path, list[tuple[int, str, str]]], path: Path) -> list[str]:
     return [f"{path.name}:{n}: {kind}: {msg}" for n, kind, msg in report.get(path.resolve(), [])]
 
@@ -100,9 +110,7 @@ def test_mypy_accepts(mypy_report: dict[Path, list[tuple[int, str, str]]], path:
 
 @pytest.mark.parametrize("path", FAIL, ids=lambda p: p.stem)
 def test_mypy_rejects(mypy_report: dict[Path, list[tuple[int, str, str]]], path: Path) -> None:
-    with path.open() as source:  # the comments, not the docstring's words about them
-        comments = [t for t in tokenize.generate_tokens(source.readline) if t.type == COMMENT]
-    expected = {t.start[0]: m.group(1) for t in comments if (m := EXPECTED.match(t.string))}
+    expected = _expected_errors(path)
     assert len(expected) >= 10
     errors: dict[int, list[str]] = {}
     for n, kind, message in mypy_report.get(path.resolve(), []):
@@ -115,6 +123,46 @@ def test_mypy_rejects(mypy_report: dict[Path, list[tuple[int, str, str]]], path:
     ]
     unexpected = [f"line {n}: {messages}" for n, messages in errors.items() if n not in expected]
     assert not missing and not unexpected, "\n".join(missing + unexpected)
+
+
+# --- pyright (basedpyright, of the dev extra: pyright's checker, installed from PyPI) ----
+
+
+@pytest.fixture(scope="module")
+def pyright_errors() -> dict[Path, set[int]]:
+    """basedpyright (pyright's standard mode) over the typing files: error lines by file."""
+    executable = shutil.which("basedpyright")
+    if executable is None:
+        pytest.skip("basedpyright is in the dev extra")
+    with tempfile.TemporaryDirectory() as project:
+        config = Path(project) / "pyrightconfig.json"
+        # This checkout's smartarray, as for mypy (an editable install's hook is invisible).
+        config.write_text(json.dumps({"extraPaths": [str(ROOT)], "typeCheckingMode": "standard"}))
+        files = [str(path) for path in [*PASS, *FAIL, SNIPPET]]
+        run = subprocess.run(
+            [executable, "--outputjson", "--pythonpath", sys.executable, "-p", str(config), *files],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert run.returncode in (0, 1), f"basedpyright failed ({run.returncode}):\n{run.stderr}"
+    errors: dict[Path, set[int]] = {Path(f).resolve(): set() for f in files}
+    for diagnostic in json.loads(run.stdout)["generalDiagnostics"]:
+        if diagnostic["severity"] == "error":
+            path = Path(diagnostic["file"]).resolve()
+            errors.setdefault(path, set()).add(diagnostic["range"]["start"]["line"] + 1)
+    return errors
+
+
+@pytest.mark.parametrize("path", [*PASS, SNIPPET], ids=lambda p: p.stem)
+def test_pyright_accepts(pyright_errors: dict[Path, set[int]], path: Path) -> None:
+    assert not pyright_errors[path.resolve()], sorted(pyright_errors[path.resolve()])
+
+
+@pytest.mark.parametrize("path", FAIL, ids=lambda p: p.stem)
+def test_pyright_rejects(pyright_errors: dict[Path, set[int]], path: Path) -> None:
+    """The lines mypy rejects, and only those (pyright's messages are its own)."""
+    assert pyright_errors[path.resolve()] == set(_expected_errors(path))
 
 
 # --- the hints are true -----------------------------------------------------------------
@@ -245,5 +293,5 @@ def test_every_installed_member_is_declared_for_type_checkers() -> None:
         in (protocols.__name__, fastpath.__name__)
     }
     assert installed >= set(fastpath.operator_methods())
-    declared = _declared_for_type_checkers() - {"_inplace_operator"}
+    declared = _declared_for_type_checkers()
     assert declared == installed - set(protocols.REFUSED_METHODS)

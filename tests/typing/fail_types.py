@@ -3,7 +3,7 @@ on its line (tests/test_typing.py); no other line may have an error."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -40,4 +40,4 @@ In(np.zeros(3))  # E: Argument 1 to "In" has incompatible type
 # The ledger's directions are two literals.
 with sa.track_transfers() as t:
     pass
-up = t.records[0].direction == "up"  # E: Non-overlapping equality check
+up: Literal["up"] = t.records[0].direction  # E: Incompatible types in assignment

@@ -55,12 +55,16 @@ assert_type(first(sa.ones(3, dtype=np.float32).reshape(-1)), Vector)
 # array (not run here: tier 1 has no device).
 assert_type(x.get("host"), np.ndarray[AnyShape, np.dtype[np.float64]])
 assert_type(x.get(), np.ndarray[AnyShape, np.dtype[np.float64]])
-if TYPE_CHECKING:
+
+
+def on_the_device(x: F8, where: str) -> None:  # (checked, not run)
     assert_type(x.get("gpu"), DeviceNDArray)
     assert_type(x.get("device"), DeviceNDArray)
     assert_type(x.to_gpu(), F8)
-    where: str = "gpu"
     assert_type(x.get(where), np.ndarray[AnyShape, np.dtype[np.float64]] | DeviceNDArray)
+    assert_type(x.gpu(), DeviceNDArray)  # (the old API's spelling)
+
+
 x.mark_changed("host")
 assert_type(x.is_valid("host"), bool)
 assert_type(x.location, str)
@@ -72,8 +76,6 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     assert_type(x.host(), np.ndarray[AnyShape, np.dtype[np.float64]])
     x.host_changed()
-if TYPE_CHECKING:
-    assert_type(x.gpu(), DeviceNDArray)
 
 # Intents keep the array's types.
 assert_type(In(x), In[AnyShape, np.dtype[np.float64]])

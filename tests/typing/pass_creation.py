@@ -7,7 +7,7 @@ the value's real type, dtype and number of dimensions.
 from __future__ import annotations
 
 import sys
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 
@@ -26,8 +26,9 @@ AnyShape: TypeAlias = tuple[Any, ...]
 F8: TypeAlias = SmartArray[AnyShape, np.dtype[np.float64]]
 Fh: TypeAlias = SmartArray[tuple[int, ...], np.dtype[np.float64]]
 
-host: np.ndarray[tuple[int, ...], np.dtype[np.float64]] = np.zeros(6)
-host_2d: np.ndarray[tuple[int, int], np.dtype[np.float32]] = np.zeros((2, 3), np.float32)
+# (cast, not an annotated assignment: pyright would narrow an annotation to numpy's type)
+host = cast("np.ndarray[tuple[int, ...], np.dtype[np.float64]]", np.zeros(6))
+host_2d = cast("np.ndarray[tuple[int, int], np.dtype[np.float32]]", np.zeros((2, 3), np.float32))
 
 # The constructor: an array keeps its shape and dtype types; a dtype argument naming a scalar
 # type gives that type; a new array of a shape and no dtype is float64.
