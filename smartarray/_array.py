@@ -994,7 +994,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         # --- binary operators. Overloads: a Python scalar keeps the array's dtype (NEP 50)
         # and shape; operands of one scalar type give that type; anything else gives an
         # array of unknown dtype, as numpy's stubs do for mixed types. Each operator is
-        # written out (pyright does not bind ``__radd__ = __add__`` as a method).
+        # written out (pyright does not bind ``__radd__ = __add__`` as a method). A reflected
+        # one (``2.0 * x``) is only used for Python scalars and sequences on the left: an
+        # ndarray or a numpy scalar there has its own operator, typed by numpy (and mypy
+        # cannot check a reflected operator against numpy < 2.4's np.bool ones, protocols).
         @overload
         def __add__(
             self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
@@ -1019,7 +1022,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
 
         @overload
         def __radd__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
         ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
         @overload
         def __radd__(
@@ -1029,14 +1032,6 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __radd__(
             self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
         ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __radd__(
-            self: SmartArray[Any, np.dtype[_AddableT]], other: _ArrayOf[_AddableT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_AddableT]]: ...
-        @overload
-        def __radd__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         @overload
         def __radd__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __radd__(self, other: object, /) -> Any: ...
@@ -1065,7 +1060,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
 
         @overload
         def __rmul__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
         ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
         @overload
         def __rmul__(
@@ -1075,14 +1070,6 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __rmul__(
             self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
         ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __rmul__(
-            self: SmartArray[Any, np.dtype[_AddableT]], other: _ArrayOf[_AddableT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_AddableT]]: ...
-        @overload
-        def __rmul__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         @overload
         def __rmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __rmul__(self, other: object, /) -> Any: ...
@@ -1111,7 +1098,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
 
         @overload
         def __rsub__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
         ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
         @overload
         def __rsub__(
@@ -1121,14 +1108,6 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __rsub__(
             self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
         ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __rsub__(
-            self: SmartArray[Any, np.dtype[_NumericT]], other: _ArrayOf[_NumericT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_NumericT]]: ...
-        @overload
-        def __rsub__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         @overload
         def __rsub__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __rsub__(self, other: object, /) -> Any: ...
@@ -1157,7 +1136,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
 
         @overload
         def __rpow__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
         ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
         @overload
         def __rpow__(
@@ -1167,14 +1146,6 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __rpow__(
             self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
         ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __rpow__(
-            self: SmartArray[Any, np.dtype[_NumberT]], other: _ArrayOf[_NumberT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_NumberT]]: ...
-        @overload
-        def __rpow__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         @overload
         def __rpow__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __rpow__(self, other: object, /) -> Any: ...
@@ -1201,20 +1172,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
 
         @overload
         def __rfloordiv__(
-            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int, /
         ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
         @overload
         def __rfloordiv__(
             self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
         ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __rfloordiv__(
-            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_RealT]]: ...
-        @overload
-        def __rfloordiv__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         @overload
         def __rfloordiv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __rfloordiv__(self, other: object, /) -> Any: ...
@@ -1239,20 +1202,12 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
 
         @overload
         def __rmod__(
-            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int, /
         ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
         @overload
         def __rmod__(
             self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
         ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __rmod__(
-            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_RealT]]: ...
-        @overload
-        def __rmod__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         @overload
         def __rmod__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __rmod__(self, other: object, /) -> Any: ...
@@ -1293,7 +1248,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
 
         @overload
         def __rtruediv__(
-            self: SmartArray[_ShapeT, np.dtype[_InexactT]], other: int | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[_InexactT]], other: int, /
         ) -> SmartArray[_ShapeT, np.dtype[_InexactT]]: ...
         @overload
         def __rtruediv__(
@@ -1305,22 +1260,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
         @overload
         def __rtruediv__(
-            self: SmartArray[Any, np.dtype[_InexactT]], other: _ArrayOf[_InexactT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_InexactT]]: ...
-        @overload
-        def __rtruediv__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegralT]], other: float | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[_IntegralT]], other: float, /
         ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __rtruediv__(
-            self: SmartArray[Any, np.dtype[_IntegralT]],
-            other: _ArrayOf[np.integer[Any] | np.bool],
-            /,
-        ) -> SmartArray[_AnyShape, np.dtype[np.float64]]: ...
-        @overload
-        def __rtruediv__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         @overload
         def __rtruediv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __rtruediv__(self, other: object, /) -> Any: ...
@@ -1347,26 +1288,21 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         ) -> tuple[SmartArray[_AnyShape, np.dtype[Any]], SmartArray[_AnyShape, np.dtype[Any]]]: ...
         def __divmod__(self, other: object, /) -> Any: ...
 
-        # (no np.bool: before numpy 2.4 its __divmod__ is a protocol mypy cannot call)
         @overload
         def __rdivmod__(
             self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int, /
         ) -> tuple[
             SmartArray[_ShapeT, np.dtype[_RealT]], SmartArray[_ShapeT, np.dtype[_RealT]]
         ]: ...
-        @overload
+        @overload  # (a SmartArray on the left: what pyright's ``divmod(x, y)`` looks for)
         def __rdivmod__(
-            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
+            self: SmartArray[Any, np.dtype[_RealT]], other: SmartArray[Any, np.dtype[_RealT]], /
         ) -> tuple[
             SmartArray[_AnyShape, np.dtype[_RealT]], SmartArray[_AnyShape, np.dtype[_RealT]]
         ]: ...
         @overload
         def __rdivmod__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> tuple[SmartArray[_AnyShape, np.dtype[Any]], SmartArray[_AnyShape, np.dtype[Any]]]: ...
-        @overload
-        def __rdivmod__(
-            self, other: _NotArray, /
+            self, other: SmartArray[Any, Any] | _NotArray, /
         ) -> tuple[SmartArray[_AnyShape, np.dtype[Any]], SmartArray[_AnyShape, np.dtype[Any]]]: ...
         def __rdivmod__(self, other: object, /) -> Any: ...
 
@@ -1386,21 +1322,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __matmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __matmul__(self, other: object, /) -> Any: ...
 
-        @overload
-        def __rmatmul__(
-            self: SmartArray[tuple[int], Any], other: SmartArray[tuple[int], Any], /
-        ) -> Any: ...
-        @overload
-        def __rmatmul__(
-            self: SmartArray[Any, np.dtype[_MatmulT]], other: _ArrayOf[_MatmulT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_MatmulT]]: ...
-        @overload
-        def __rmatmul__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
         def __rmatmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rmatmul__(self, other: object, /) -> Any: ...
 
         @overload  # bitwise operators: integers and bools
         def __and__(
@@ -1426,16 +1348,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
         @overload
         def __rand__(
-            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool, /
         ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
-        @overload
-        def __rand__(
-            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
-        @overload
-        def __rand__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         @overload
         def __rand__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __rand__(self, other: object, /) -> Any: ...
@@ -1464,14 +1378,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
         @overload
         def __ror__(
-            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool, /
         ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
-        @overload
-        def __ror__(
-            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
-        @overload
-        def __ror__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         @overload
         def __ror__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __ror__(self, other: object, /) -> Any: ...
@@ -1500,16 +1408,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
         @overload
         def __rxor__(
-            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool, /
         ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
-        @overload
-        def __rxor__(
-            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
-        @overload
-        def __rxor__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         @overload
         def __rxor__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __rxor__(self, other: object, /) -> Any: ...
@@ -1535,14 +1435,6 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
             self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
         ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
         @overload
-        def __rlshift__(
-            self: SmartArray[Any, np.dtype[_IntegerT]], other: _ArrayOf[_IntegerT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_IntegerT]]: ...
-        @overload
-        def __rlshift__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
         def __rlshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __rlshift__(self, other: object, /) -> Any: ...
 
@@ -1566,14 +1458,6 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         def __rrshift__(
             self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
         ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
-        @overload
-        def __rrshift__(
-            self: SmartArray[Any, np.dtype[_IntegerT]], other: _ArrayOf[_IntegerT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_IntegerT]]: ...
-        @overload
-        def __rrshift__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         @overload
         def __rrshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
         def __rrshift__(self, other: object, /) -> Any: ...
