@@ -188,6 +188,11 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
     ``a.fill``, numba ``@jit`` calls, kernel launches) keep the validity flags right. The
     arrays handed out by :meth:`get` are raw buffers: after writing through them, call
     :meth:`mark_changed`, exactly as with the old ``numba.SmartArray``.
+
+    ``SmartArray`` is generic like ``np.ndarray``: ``SmartArray[ShapeT, DTypeT]``, with the
+    shape (a tuple of ints) and the dtype (``np.dtype[np.float64]``) as type arguments; type
+    checkers follow the dtype through creation, views, copies and operators (see the API
+    reference's "Type hints").
     """
 
     __array_priority__ = 50
