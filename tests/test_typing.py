@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import re
 import runpy
 import shutil
@@ -52,8 +53,9 @@ def mypy_report() -> dict[Path, list[tuple[int, str, str]]]:
     # This checkout's smartarray (mypy cannot see an editable install's import hook); its own
     # errors are the package check's business (``mypy`` with pyproject's settings), not these
     # files'. A cache per checkout and Python under the temporary directory: later runs take
-    # a fraction of a second.
-    key = hashlib.sha256(f"{ROOT}{sys.version}".encode()).hexdigest()[:12]
+    # a fraction of a second. (The tier is in the key too: the two tiers may run at once.)
+    tier = os.environ.get("NUMBA_ENABLE_CUDASIM", "")
+    key = hashlib.sha256(f"{ROOT}{sys.version}{tier}".encode()).hexdigest()[:12]
     cache = Path(tempfile.gettempdir()) / f"smartarray-typing-mypy-{key}"
     cache.mkdir(exist_ok=True)
     config = cache / "mypy.ini"
