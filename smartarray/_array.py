@@ -8,7 +8,7 @@ import numbers
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Literal, SupportsIndex, TypeAlias, TypeVar, overload
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
@@ -36,6 +36,99 @@ from ._core.layout import (
 )
 from ._core.ranges import Extent, extent_of
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import EllipsisType
+
+    import typing_extensions as _te
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    from numpy.typing import DTypeLike, NBitBase
+    from numpy_typing_compat import CanArray
+    from typing_extensions import Self
+
+
+# SmartArray's type parameters, those of ``np.ndarray``: the shape (a tuple of ints) and the
+# dtype, both covariant. Type checkers also see numpy's defaults (``SmartArray`` alone is
+# ``SmartArray[tuple[Any, ...], np.dtype[Any]]``); at run time they only make the class
+# subscriptable (``SmartArray[Any, np.dtype[np.float64]]``, evaluated) and cost nothing else.
+if TYPE_CHECKING:
+    _ShapeT_co = _te.TypeVar(
+        "_ShapeT_co", bound=tuple[int, ...], default=tuple[Any, ...], covariant=True
+    )
+    _DTypeT_co = _te.TypeVar(
+        "_DTypeT_co", bound=np.dtype[Any], default=np.dtype[Any], covariant=True
+    )
+else:
+    _ShapeT_co = TypeVar("_ShapeT_co", covariant=True)
+    _DTypeT_co = TypeVar("_DTypeT_co", covariant=True)
+
+if TYPE_CHECKING:  # the names used by the annotations below, for type checkers only
+    _ShapeT = TypeVar("_ShapeT", bound=tuple[int, ...])
+    _DTypeT = TypeVar("_DTypeT", bound=np.dtype[Any])
+    # A shape given as a tuple, seen with its length (numpy's ``_AnyShapeT``, up to 4-d).
+    _AnyShapeT = TypeVar(
+        "_AnyShapeT",
+        tuple[()],
+        tuple[int],
+        tuple[int, int],
+        tuple[int, int, int],
+        tuple[int, int, int, int],
+        tuple[int, ...],
+    )
+    # Scalar types, by what the operators accept (numpy's rules).
+    _ScalarT = TypeVar("_ScalarT", bound=np.generic)
+    _NumberT = TypeVar("_NumberT", bound=np.number[Any])
+    _InexactT = TypeVar("_InexactT", bound=np.inexact[Any])
+    _RealT = TypeVar("_RealT", bound=np.integer[Any] | np.floating[Any])
+    _IntegerT = TypeVar("_IntegerT", bound=np.integer[Any])
+    _IntegralT = TypeVar("_IntegralT", bound=np.integer[Any] | np.bool)
+    _NumericT = TypeVar("_NumericT", bound=np.number[Any] | np.timedelta64 | np.object_)
+    _AddableT = TypeVar(
+        "_AddableT",
+        bound=np.number[Any] | np.bool | np.timedelta64 | np.str_ | np.bytes_ | np.object_,
+    )
+    _MatmulT = TypeVar("_MatmulT", bound=np.number[Any] | np.bool | np.object_)
+    _AbsT = TypeVar(
+        "_AbsT", bound=np.integer[Any] | np.floating[Any] | np.bool | np.timedelta64 | np.object_
+    )
+    _NBit = TypeVar("_NBit", bound=NBitBase)
+    # Self types of the unary operators.
+    _NumericArrayT = TypeVar(
+        "_NumericArrayT",
+        bound="SmartArray[Any, np.dtype[np.number[Any] | np.timedelta64 | np.object_]]",
+    )
+    _IntegralArrayT = TypeVar(
+        "_IntegralArrayT", bound="SmartArray[Any, np.dtype[np.integer[Any] | np.bool | np.object_]]"
+    )
+
+    # numpy's own spelling of an unknown shape (``numpy.typing.NDArray``'s).
+    _AnyShape: TypeAlias = tuple[Any, ...]
+    # A dtype argument that names its scalar type: ``np.float32`` or ``np.dtype(np.float32)``.
+    _DTypeLike: TypeAlias = type[_ScalarT] | np.dtype[_ScalarT]
+    _ShapeLike: TypeAlias = SupportsIndex | Sequence[SupportsIndex]
+    # An array of this shape and dtype: a SmartArray, or anything whose ``__array__`` says
+    # them (numpy-typing-compat's CanArray: an ndarray, a numpy scalar, ...). For numpy 2.0
+    # its CanArray is ``np.ndarray`` itself, not a protocol: SmartArrays are named here, and
+    # numpy scalars in ``_ArrayOf``, so that they count as arrays with every numpy 2.x.
+    _HasArray: TypeAlias = "SmartArray[_ShapeT, _DTypeT] | CanArray[_ShapeT, _DTypeT]"
+    # An array or numpy scalar of scalar type ``_ScalarT``.
+    _ArrayOf: TypeAlias = "_HasArray[Any, np.dtype[_ScalarT]] | _ScalarT"
+    # The other operands numpy takes: Python scalars and (nested) sequences. (An operator's
+    # overloads for arrays of any dtype and for these are separate: one taking ``object``
+    # would make mypy give up on ``x + x`` whenever ``x``'s type contains an explicit
+    # ``Any``, e.g. ``SmartArray[Any, np.dtype[np.float64]]``: mypy's rule for overloads
+    # that an argument containing ``Any`` matches with different parameter types.)
+    _NotArray: TypeAlias = complex | str | bytes | Sequence[Any]
+    # Indices. An element is selected by integers (Python's or numpy's) and nothing else:
+    # not ``SupportsIndex``, which arrays are too (``__index__``), so that an index array's
+    # type never matches two overloads of ``__getitem__`` (mypy's rule for ``Any`` in it).
+    _Integer: TypeAlias = int | np.integer[Any]
+    _Index: TypeAlias = _Integer | slice | EllipsisType | _HasArray[Any, Any] | list[Any] | None
+    # What ``get('gpu')`` hands out: numba-cuda's device array (in the simulator, numba's
+    # stand-in FakeCUDAArray, which has its interface). numba ships type information
+    # (py.typed), so type checkers see the class.
+    _DeviceArray: TypeAlias = DeviceNDArray
+
 _HOST = State.HOST
 _DEVICE = State.DEVICE
 _BOTH = State.BOTH
@@ -48,7 +141,7 @@ except ImportError:  # pragma: no cover - numba-cuda is a hard dependency
         pass
 
 
-class SmartArray(NDArrayOperatorsMixin, _ArgHint):
+class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     """An array with a host copy and a CUDA device copy that knows which one is current.
 
     ``SmartArray`` behaves like a :class:`numpy.ndarray` on the host and like a Numba device
@@ -97,6 +190,11 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     ``a.fill``, numba ``@jit`` calls, kernel launches) keep the validity flags right. The
     arrays handed out by :meth:`get` are raw buffers: after writing through them, call
     :meth:`mark_changed`, exactly as with the old ``numba.SmartArray``.
+
+    ``SmartArray`` is generic like ``np.ndarray``: ``SmartArray[ShapeT, DTypeT]``, with the
+    shape (a tuple of ints) and the dtype (``np.dtype[np.float64]``) as type arguments; type
+    checkers follow the dtype through creation, views, copies and operators (see the API
+    reference's "Type hints").
     """
 
     __array_priority__ = 50
@@ -125,12 +223,99 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
     # Set while numpy's generic in-place shuffle runs on this array (see _numpy.shuffle).
     _shuffle: Any  # a smartarray._numpy.shuffle.ShuffleCall, or None
 
+    # The constructor's types: an array (anything with ``__array__``: an ndarray, a
+    # SmartArray, a numpy scalar) keeps its shape and dtype, a dtype argument naming a scalar
+    # type gives that type, a new array with a shape and no dtype is float64.
+    @overload
+    def __init__(
+        self: SmartArray[tuple[()], np.dtype[_ScalarT]],
+        obj: _ScalarT,
+        copy: bool = True,
+        shape: None = None,
+        dtype: None = None,
+        order: str | None = None,
+        where: str = "host",
+        *,
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: SmartArray[_ShapeT, _DTypeT],
+        obj: _HasArray[_ShapeT, _DTypeT],
+        copy: bool = True,
+        shape: None = None,
+        dtype: None = None,
+        order: str | None = None,
+        where: str = "host",
+        *,
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
+        obj: Any,
+        copy: bool,
+        shape: _ShapeLike | None,
+        dtype: _DTypeLike[_ScalarT],
+        order: str | None = None,
+        where: str = "host",
+        *,
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
+        obj: Any = None,
+        copy: bool = True,
+        shape: _ShapeLike | None = None,
+        *,
+        dtype: _DTypeLike[_ScalarT],
+        order: str | None = None,
+        where: str = "host",
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: SmartArray[_AnyShape, np.dtype[np.float64]],
+        obj: None = None,
+        copy: bool = True,
+        *,
+        shape: _ShapeLike,
+        dtype: None = None,
+        order: str | None = None,
+        where: str = "host",
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: SmartArray[_AnyShape, np.dtype[Any]],
+        obj: Any = None,
+        copy: bool = True,
+        shape: _ShapeLike | None = None,
+        dtype: DTypeLike | None = None,
+        order: str | None = None,
+        where: str = "host",
+        *,
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
     def __init__(
         self,
         obj: Any = None,
         copy: bool = True,
-        shape: int | tuple[int, ...] | None = None,
-        dtype: Any = None,
+        shape: _ShapeLike | None = None,
+        dtype: DTypeLike | None = None,
         order: str | None = None,
         where: str = "host",
         *,
@@ -177,13 +362,15 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         dtype: np.dtype,
         writeable: bool,
         base: SmartArray | None,
-    ) -> SmartArray:
+    ) -> SmartArray[Any, Any]:
         view = cls.__new__(cls)
         view._init_view(alloc, offset, shape, strides, dtype, writeable, base)
         return view
 
     @classmethod
-    def _from_numpy_result(cls, result: np.ndarray, arrays: list[SmartArray]) -> SmartArray:
+    def _from_numpy_result(
+        cls, result: np.ndarray, arrays: list[SmartArray]
+    ) -> SmartArray[Any, Any]:
         """Wrap an ndarray returned by numpy: a view of an argument's buffer, or new data."""
         if result.size:  # 0-d views (np.real of a 0-d array…) must not be adopted as new data
             for array in arrays:
@@ -205,7 +392,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return cls._adopt(result)
 
     @classmethod
-    def _adopt(cls, data: np.ndarray) -> SmartArray:
+    def _adopt(cls, data: np.ndarray) -> SmartArray[Any, Any]:
         """A new SmartArray owning the new ndarray ``data``, with ``data``'s exact strides.
 
         Data laid out contiguously in some axis order (numpy's ``order='K'`` results, e.g. a
@@ -227,7 +414,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         )
 
     @classmethod
-    def _own(cls, host: np.ndarray) -> SmartArray:
+    def _own(cls, host: np.ndarray) -> SmartArray[Any, Any]:
         """A new SmartArray whose host buffer is ``host``, a contiguous ndarray that nobody
         else holds (a fresh result): no copy, and none of the locking explicit adoption
         (``copy=False``) of a caller's ndarray does; about the cost of one object creation
@@ -246,6 +433,16 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     # --- coherence API (the old numba.SmartArray API) ---------------------------------------
 
+    @overload
+    def get(
+        self, where: Literal["host"] = "host", stream: Any = None
+    ) -> np.ndarray[_ShapeT_co, _DTypeT_co]: ...
+    @overload
+    def get(self, where: Literal["gpu", "device"], stream: Any = None) -> _DeviceArray: ...
+    @overload
+    def get(
+        self, where: str, stream: Any = None
+    ) -> np.ndarray[_ShapeT_co, _DTypeT_co] | _DeviceArray: ...
     def get(self, where: str = "host", stream: Any = None) -> Any:
         """Make the ``where`` copy current (copying if it is stale) and return it.
 
@@ -371,23 +568,23 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         """
         self._alloc.free_device()
 
-    def to_host(self, stream: Any = None) -> SmartArray:
+    def to_host(self, stream: Any = None) -> Self:
         """Make the host copy current (e.g. asynchronously on ``stream``); returns self."""
         self._alloc.ensure_host(stream, self._span())
         return self
 
-    def to_gpu(self, stream: Any = None) -> SmartArray:
+    def to_gpu(self, stream: Any = None) -> Self:
         """Make the device copy current (e.g. asynchronously on ``stream``); returns self."""
         self._alloc.ensure_device(stream, None, self._span())
         return self
 
     # Deprecated spellings from the old numba.SmartArray, kept so old code runs unchanged.
-    def host(self) -> np.ndarray:
+    def host(self) -> np.ndarray[_ShapeT_co, _DTypeT_co]:
         """Deprecated: use ``get('host')``."""
         warnings.warn("SmartArray.host() is deprecated; use get('host')", DeprecationWarning, 2)
         return self.get("host")
 
-    def gpu(self) -> Any:
+    def gpu(self) -> _DeviceArray:
         """Deprecated: use ``get('gpu')``."""
         warnings.warn("SmartArray.gpu() is deprecated; use get('gpu')", DeprecationWarning, 2)
         return self.get("gpu")
@@ -503,7 +700,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             self._template_cache = template
         return template
 
-    def _from_template(self, result: np.ndarray) -> SmartArray:
+    def _from_template(self, result: np.ndarray) -> SmartArray[Any, Any]:
         lo, hi = np.lib.array_utils.byte_bounds(result) if result.size else (_FAKE_BASE,) * 2
         if not (lo >= _FAKE_BASE and hi <= _FAKE_BASE + self._alloc.nbytes):
             raise AssertionError("a view operation produced memory outside its base")
@@ -517,20 +714,20 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             self if self._base is None else self._base,  # like numpy: the memory's owner
         )
 
-    def _apply_view(self, operation: Callable[[np.ndarray], np.ndarray]) -> SmartArray:
+    def _apply_view(self, operation: Callable[[np.ndarray], np.ndarray]) -> SmartArray[Any, Any]:
         """Apply a numpy view operation (one that never copies) to this array's layout."""
         return self._from_template(operation(self._template()))
 
     # --- ndarray attributes -----------------------------------------------------------------
 
     @property
-    def shape(self) -> tuple[int, ...]:
+    def shape(self) -> _ShapeT_co:
         """Tuple of array dimensions.
 
         Settable, like ``ndarray.shape``, only when the new shape needs no copy (numpy's
         ``AttributeError`` otherwise, nothing changed); other views of the data keep theirs.
         """
-        return self._shape
+        return self._shape  # type: ignore[return-value]  # (the type parameter is the shape's)
 
     @shape.setter
     def shape(self, value: Any) -> None:
@@ -557,9 +754,9 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             self._strides = tuple(template.strides)
 
     @property
-    def dtype(self) -> np.dtype:
+    def dtype(self) -> _DTypeT_co:
         """Data type of the elements."""
-        return self._dtype
+        return self._dtype  # type: ignore[return-value]  # (the type parameter is the dtype's)
 
     @property
     def ndim(self) -> int:
@@ -601,17 +798,17 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return self._base
 
     @property
-    def T(self) -> SmartArray:
+    def T(self) -> SmartArray[_ShapeT_co, _DTypeT_co]:
         """Transposed view."""
-        return self.transpose()
+        return self.transpose()  # type: ignore[return-value]  # (numpy's type: as many axes)
 
     @property
-    def mT(self) -> SmartArray:
+    def mT(self) -> SmartArray[_ShapeT_co, _DTypeT_co]:
         """View with the last two axes swapped."""
         return self._apply_view(lambda t: t.mT)
 
     @property
-    def real(self) -> SmartArray:
+    def real(self) -> SmartArray[_ShapeT_co, np.dtype[Any]]:
         """Real part (a view for complex arrays)."""
         if self._dtype.kind == "c":
             return self._apply_view(lambda t: t.real)
@@ -622,7 +819,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         self.real[...] = value
 
     @property
-    def imag(self) -> SmartArray:
+    def imag(self) -> SmartArray[_ShapeT_co, np.dtype[Any]]:
         """Imaginary part (a view for complex arrays, read-only zeros otherwise, as numpy)."""
         if self._dtype.kind == "c":
             return self._apply_view(lambda t: t.imag)
@@ -653,6 +850,16 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             return _hooks.iterate(self)
         return (self[i] for i in range(self._shape[0]))
 
+    @overload
+    def __getitem__(self, key: _Integer | tuple[_Integer, ...], /) -> Any: ...
+    @overload
+    def __getitem__(
+        self: SmartArray[Any, np.dtype[np.void]], key: str | list[str], /
+    ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+    @overload
+    def __getitem__(
+        self, key: _Index | tuple[_Index, ...], /
+    ) -> SmartArray[_AnyShape, _DTypeT_co]: ...
     def __getitem__(self, key: Any) -> Any:
         kind = type(key)
         if kind is int or kind is tuple:  # fast path: an element of a ready host copy
@@ -692,7 +899,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             _layout_probe(self._shape, np.dtype(np.bool_))[key]
         return _hooks.call_on_host(_getitem, (self, key), {})
 
-    def _slice_1d(self, key: slice) -> SmartArray:
+    def _slice_1d(self, key: slice) -> SmartArray[Any, Any]:
         """``self[key]`` for a 1-d array and a slice: the view's layout computed directly."""
         start, stop, step = key.indices(self._shape[0])
         length = len(range(start, stop, step))
@@ -776,7 +983,19 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     # --- numpy protocols ----------------------------------------------------------------------
 
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+    @overload
+    def __array__(
+        self, dtype: None = None, copy: bool | None = None
+    ) -> np.ndarray[_ShapeT_co, _DTypeT_co]: ...
+    @overload
+    def __array__(
+        self, dtype: _DTypeT, copy: bool | None = None
+    ) -> np.ndarray[_ShapeT_co, _DTypeT]: ...
+    @overload
+    def __array__(
+        self, dtype: DTypeLike | None, copy: bool | None = None
+    ) -> np.ndarray[_ShapeT_co, np.dtype[Any]]: ...
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> Any:
         """The host copy (made current) as an ndarray view, or a copy with ``copy=True``.
 
         The view is writable if this array is (``x = np.asarray(x); x -= x.mean()`` writes
@@ -813,12 +1032,629 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         return _hooks.array_function(func, types, args, kwargs)
 
     # The other public ndarray methods and attributes are forwarded to the host copy, made
-    # current first, by members smartarray._numpy installs (_numpy.protocols.ndarray_members):
-    # explicit members, not __getattr__, because a class with __getattr__ makes every
-    # attribute access of its instances slower (CPython cannot specialise it).
+    # current first, by members smartarray._numpy installs (_numpy.protocols.ndarray_members),
+    # and the operators are the fast ones of _numpy.fastpath: explicit members, not
+    # __getattr__, because a class with __getattr__ makes every attribute access of its
+    # instances slower (CPython cannot specialise it). Their types, for type checkers only:
+    # numpy's own rules for ndarray (numpy/__init__.pyi), trimmed to the dtype cases that
+    # numpy's stubs give exactly (tests/typing checks them). In-place operators keep the type.
     if TYPE_CHECKING:
+        # --- binary operators. Overloads: a Python scalar keeps the array's dtype (NEP 50)
+        # and shape; operands of one scalar type give that type; anything else gives an
+        # array of unknown dtype, as numpy's stubs do for mixed types. Each operator is
+        # written out (pyright does not bind ``__radd__ = __add__`` as a method). A reflected
+        # one (``2.0 * x``) is only used for Python scalars and sequences on the left: an
+        # ndarray or a numpy scalar there has its own operator, typed by numpy (and mypy
+        # cannot check a reflected operator against numpy < 2.4's np.bool ones, protocols).
+        @overload
+        def __add__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __add__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __add__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __add__(
+            self: SmartArray[Any, np.dtype[_AddableT]], other: _ArrayOf[_AddableT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_AddableT]]: ...
+        @overload
+        def __add__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __add__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __add__(self, other: object, /) -> Any: ...
 
-        def __getattr__(self, name: str) -> Any: ...
+        @overload
+        def __radd__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __radd__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __radd__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __radd__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __radd__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __mul__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __mul__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __mul__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __mul__(
+            self: SmartArray[Any, np.dtype[_AddableT]], other: _ArrayOf[_AddableT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_AddableT]]: ...
+        @overload
+        def __mul__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __mul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __mul__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rmul__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __rmul__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rmul__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __rmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rmul__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __sub__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __sub__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __sub__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __sub__(
+            self: SmartArray[Any, np.dtype[_NumericT]], other: _ArrayOf[_NumericT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_NumericT]]: ...
+        @overload
+        def __sub__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __sub__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __sub__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rsub__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __rsub__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rsub__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __rsub__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rsub__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __pow__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __pow__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __pow__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __pow__(
+            self: SmartArray[Any, np.dtype[_NumberT]], other: _ArrayOf[_NumberT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_NumberT]]: ...
+        @overload
+        def __pow__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __pow__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __pow__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rpow__(
+            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
+        @overload
+        def __rpow__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rpow__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __rpow__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rpow__(self, other: object, /) -> Any: ...
+
+        @overload  # (no complex: numpy has no floor division or remainder of them)
+        def __floordiv__(
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
+        @overload
+        def __floordiv__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __floordiv__(
+            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_RealT]]: ...
+        @overload
+        def __floordiv__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __floordiv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __floordiv__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rfloordiv__(
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
+        @overload
+        def __rfloordiv__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rfloordiv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rfloordiv__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __mod__(
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
+        @overload
+        def __mod__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __mod__(
+            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_RealT]]: ...
+        @overload
+        def __mod__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __mod__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __mod__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rmod__(
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
+        @overload
+        def __rmod__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rmod__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rmod__(self, other: object, /) -> Any: ...
+
+        @overload  # floating and complex arrays keep their dtype
+        def __truediv__(
+            self: SmartArray[_ShapeT, np.dtype[_InexactT]], other: int | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[_InexactT]]: ...
+        @overload
+        def __truediv__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __truediv__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __truediv__(
+            self: SmartArray[Any, np.dtype[_InexactT]], other: _ArrayOf[_InexactT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_InexactT]]: ...
+        @overload  # integers and bools divide to float64
+        def __truediv__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegralT]], other: float | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __truediv__(
+            self: SmartArray[Any, np.dtype[_IntegralT]],
+            other: _ArrayOf[np.integer[Any] | np.bool],
+            /,
+        ) -> SmartArray[_AnyShape, np.dtype[np.float64]]: ...
+        @overload
+        def __truediv__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __truediv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __truediv__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rtruediv__(
+            self: SmartArray[_ShapeT, np.dtype[_InexactT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_InexactT]]: ...
+        @overload
+        def __rtruediv__(
+            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rtruediv__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
+        @overload
+        def __rtruediv__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegralT]], other: float, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __rtruediv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rtruediv__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __divmod__(
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
+        ) -> tuple[
+            SmartArray[_ShapeT, np.dtype[_RealT]], SmartArray[_ShapeT, np.dtype[_RealT]]
+        ]: ...
+        @overload
+        def __divmod__(
+            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
+        ) -> tuple[
+            SmartArray[_AnyShape, np.dtype[_RealT]], SmartArray[_AnyShape, np.dtype[_RealT]]
+        ]: ...
+        @overload
+        def __divmod__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> tuple[SmartArray[_AnyShape, np.dtype[Any]], SmartArray[_AnyShape, np.dtype[Any]]]: ...
+        @overload
+        def __divmod__(
+            self, other: _NotArray, /
+        ) -> tuple[SmartArray[_AnyShape, np.dtype[Any]], SmartArray[_AnyShape, np.dtype[Any]]]: ...
+        def __divmod__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rdivmod__(
+            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int, /
+        ) -> tuple[
+            SmartArray[_ShapeT, np.dtype[_RealT]], SmartArray[_ShapeT, np.dtype[_RealT]]
+        ]: ...
+        @overload  # (a SmartArray on the left: what pyright's ``divmod(x, y)`` looks for)
+        def __rdivmod__(
+            self: SmartArray[Any, np.dtype[_RealT]], other: SmartArray[Any, np.dtype[_RealT]], /
+        ) -> tuple[
+            SmartArray[_AnyShape, np.dtype[_RealT]], SmartArray[_AnyShape, np.dtype[_RealT]]
+        ]: ...
+        @overload
+        def __rdivmod__(
+            self, other: SmartArray[Any, Any] | _NotArray, /
+        ) -> tuple[SmartArray[_AnyShape, np.dtype[Any]], SmartArray[_AnyShape, np.dtype[Any]]]: ...
+        def __rdivmod__(self, other: object, /) -> Any: ...
+
+        @overload  # (1-d @ 1-d is a scalar, as numpy's)
+        def __matmul__(
+            self: SmartArray[tuple[int], Any], other: SmartArray[tuple[int], Any], /
+        ) -> Any: ...
+        @overload
+        def __matmul__(
+            self: SmartArray[Any, np.dtype[_MatmulT]], other: _ArrayOf[_MatmulT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_MatmulT]]: ...
+        @overload
+        def __matmul__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __matmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __matmul__(self, other: object, /) -> Any: ...
+
+        def __rmatmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+
+        @overload  # bitwise operators: integers and bools
+        def __and__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __and__(
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
+        @overload
+        def __and__(
+            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
+        @overload
+        def __and__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __and__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __and__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rand__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rand__(
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
+        @overload
+        def __rand__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rand__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __or__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __or__(
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
+        @overload
+        def __or__(
+            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
+        @overload
+        def __or__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __or__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __or__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __ror__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __ror__(
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
+        @overload
+        def __ror__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __ror__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __xor__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __xor__(
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
+        @overload
+        def __xor__(
+            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
+        @overload
+        def __xor__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __xor__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __xor__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rxor__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rxor__(
+            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool, /
+        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
+        @overload
+        def __rxor__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rxor__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __lshift__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __lshift__(
+            self: SmartArray[Any, np.dtype[_IntegerT]], other: _ArrayOf[_IntegerT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegerT]]: ...
+        @overload
+        def __lshift__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __lshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __lshift__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rlshift__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rlshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rlshift__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rshift__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rshift__(
+            self: SmartArray[Any, np.dtype[_IntegerT]], other: _ArrayOf[_IntegerT], /
+        ) -> SmartArray[_AnyShape, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rshift__(
+            self, other: _ArrayOf[_ScalarT], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __rshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rshift__(self, other: object, /) -> Any: ...
+
+        @overload
+        def __rrshift__(
+            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
+        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
+        @overload
+        def __rrshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def __rrshift__(self, other: object, /) -> Any: ...
+
+        # --- comparisons: boolean arrays, whatever the operands (``==`` too, unlike object's)
+        def __lt__(self, other: object, /) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
+        def __le__(self, other: object, /) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
+        def __gt__(self, other: object, /) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
+        def __ge__(self, other: object, /) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
+        def __eq__(  # type: ignore[override]
+            self, other: object, /
+        ) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
+        def __ne__(  # type: ignore[override]
+            self, other: object, /
+        ) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
+
+        # --- unary operators (the self types are bounded type variables, as numpy's: mypy
+        # checks a bound on ``self`` itself, not one nested in its type arguments)
+        def __neg__(self: _NumericArrayT, /) -> _NumericArrayT: ...
+        def __pos__(self: _NumericArrayT, /) -> _NumericArrayT: ...
+        def __invert__(self: _IntegralArrayT, /) -> _IntegralArrayT: ...
+        @overload
+        def __abs__(
+            self: SmartArray[_ShapeT, np.dtype[_AbsT]], /
+        ) -> SmartArray[_ShapeT, np.dtype[_AbsT]]: ...
+        @overload  # the magnitude of a complex number is a real one of its precision
+        def __abs__(
+            self: SmartArray[_ShapeT, np.dtype[np.complex128]], /
+        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
+        @overload
+        def __abs__(
+            self: SmartArray[_ShapeT, np.dtype[np.complexfloating[_NBit, _NBit]]], /
+        ) -> SmartArray[_ShapeT, np.dtype[np.floating[_NBit]]]: ...
+        def __abs__(self, /) -> Any: ...
+
+        # --- in-place operators: the array itself, its type unchanged. (mypy wants an
+        # in-place operator's overloads to match the operator's; one signature is right here.)
+        def __iadd__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __isub__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __imul__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __itruediv__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __ifloordiv__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __imod__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __ipow__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __imatmul__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __iand__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __ior__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __ixor__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __ilshift__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+        def __irshift__(self, other: object, /) -> Self: ...  # type: ignore[misc]
+
+        # --- the ndarray members forwarded to the host copy (_numpy.protocols): array
+        # results are SmartArrays; reductions are Any (a scalar or an array, by axis), as
+        # in numpy's stubs. ``resize``, ``setflags`` and ``byteswap`` are refused at run
+        # time and absent here.
+        def argmax(
+            self, axis: SupportsIndex | None = None, out: Any = None, *, keepdims: bool = False
+        ) -> Any: ...
+        def argmin(
+            self, axis: SupportsIndex | None = None, out: Any = None, *, keepdims: bool = False
+        ) -> Any: ...
+        def argpartition(
+            self,
+            kth: Any,
+            axis: SupportsIndex | None = -1,
+            kind: str = "introselect",
+            order: str | Sequence[str] | None = None,
+        ) -> SmartArray[_AnyShape, np.dtype[np.intp]]: ...
+        def argsort(
+            self,
+            axis: SupportsIndex | None = -1,
+            kind: str | None = None,
+            order: str | Sequence[str] | None = None,
+            *,
+            stable: bool | None = None,
+        ) -> SmartArray[_AnyShape, np.dtype[np.intp]]: ...
+        def choose(
+            self, choices: Any, out: Any = None, mode: str = "raise"
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def clip(
+            self, min: Any = None, max: Any = None, out: Any = None, **kwargs: Any
+        ) -> SmartArray[_ShapeT_co, np.dtype[Any]]: ...
+        def compress(
+            self, condition: Any, axis: SupportsIndex | None = None, out: Any = None
+        ) -> SmartArray[_AnyShape, _DTypeT_co]: ...
+        def conj(self) -> SmartArray[_ShapeT_co, _DTypeT_co]: ...
+        def conjugate(self) -> SmartArray[_ShapeT_co, _DTypeT_co]: ...
+        def cumprod(
+            self, axis: SupportsIndex | None = None, dtype: DTypeLike | None = None, out: Any = None
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def cumsum(
+            self, axis: SupportsIndex | None = None, dtype: DTypeLike | None = None, out: Any = None
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        def dot(self, b: Any, out: Any = None) -> Any: ...
+        def dump(self, file: Any) -> None: ...
+        def dumps(self) -> bytes: ...
+        def nonzero(self) -> tuple[SmartArray[tuple[int], np.dtype[np.intp]], ...]: ...
+        def partition(
+            self,
+            kth: Any,
+            axis: SupportsIndex = -1,
+            kind: str = "introselect",
+            order: str | Sequence[str] | None = None,
+        ) -> None: ...
+        def prod(self, *args: Any, **kwargs: Any) -> Any: ...
+        def put(self, indices: Any, values: Any, mode: str = "raise") -> None: ...
+        def repeat(
+            self, repeats: Any, axis: SupportsIndex | None = None
+        ) -> SmartArray[_AnyShape, _DTypeT_co]: ...
+        def round(
+            self, decimals: SupportsIndex = 0, out: Any = None
+        ) -> SmartArray[_ShapeT_co, _DTypeT_co]: ...
+        def searchsorted(
+            self, v: Any, side: Literal["left", "right"] = "left", sorter: Any = None
+        ) -> Any: ...
+        def setfield(self, val: Any, dtype: DTypeLike, offset: SupportsIndex = 0) -> None: ...
+        def sort(
+            self,
+            axis: SupportsIndex = -1,
+            kind: str | None = None,
+            order: str | Sequence[str] | None = None,
+            *,
+            stable: bool | None = None,
+        ) -> None: ...
+        def std(self, *args: Any, **kwargs: Any) -> Any: ...
+        def take(
+            self,
+            indices: Any,
+            axis: SupportsIndex | None = None,
+            out: Any = None,
+            mode: str = "raise",
+        ) -> Any: ...
+        def tobytes(self, order: str = "C") -> bytes: ...
+        def tofile(self, fid: Any, sep: str = "", format: str = "%s") -> None: ...
+        def trace(
+            self,
+            offset: SupportsIndex = 0,
+            axis1: SupportsIndex = 0,
+            axis2: SupportsIndex = 1,
+            dtype: DTypeLike | None = None,
+            out: Any = None,
+        ) -> Any: ...
+        def var(self, *args: Any, **kwargs: Any) -> Any: ...
+        @property
+        def ctypes(self) -> Any: ...
+        @property
+        def data(self) -> memoryview: ...
+        @property
+        def device(self) -> Literal["cpu"]: ...
 
     # --- conversions ------------------------------------------------------------------------
 
@@ -887,7 +1723,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
 
     # --- copies and layout ------------------------------------------------------------------
 
-    def copy(self, order: str = "C") -> SmartArray:
+    def copy(self, order: str = "C") -> SmartArray[_ShapeT_co, _DTypeT_co]:
         """A new SmartArray with a copy of the data.
 
         The copy is made where the data is current: a device-only array is copied on the
@@ -944,10 +1780,10 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             host = np.array(source, order=order, copy=True)  # type: ignore[call-overload]
         return SmartArray._adopt(host)
 
-    def __copy__(self) -> SmartArray:
+    def __copy__(self) -> SmartArray[_ShapeT_co, _DTypeT_co]:
         return self.copy("K")
 
-    def __deepcopy__(self, memo: dict) -> SmartArray:
+    def __deepcopy__(self, memo: dict[int, Any]) -> SmartArray[_ShapeT_co, _DTypeT_co]:
         if self._dtype.hasobject:  # like numpy: the elements are deep-copied too
             host = np.array(self._host_view(write=False), order="K")
             return SmartArray._adopt(_copy.deepcopy(host, memo))
@@ -958,9 +1794,33 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
         (see :mod:`smartarray._numpy.pickling`); only the device copy current: one download."""
         return _hooks.reduce(self)
 
+    @overload
     def astype(
-        self, dtype: Any, order: str = "K", casting: str = "unsafe", copy: bool = True
-    ) -> SmartArray:
+        self,
+        dtype: _DTypeT,
+        order: str = "K",
+        casting: str = "unsafe",
+        copy: bool = True,
+    ) -> SmartArray[_ShapeT_co, _DTypeT]: ...
+    @overload
+    def astype(
+        self,
+        dtype: type[_ScalarT],
+        order: str = "K",
+        casting: str = "unsafe",
+        copy: bool = True,
+    ) -> SmartArray[_ShapeT_co, np.dtype[_ScalarT]]: ...
+    @overload
+    def astype(
+        self,
+        dtype: DTypeLike,
+        order: str = "K",
+        casting: str = "unsafe",
+        copy: bool = True,
+    ) -> SmartArray[_ShapeT_co, np.dtype[Any]]: ...
+    def astype(
+        self, dtype: DTypeLike, order: str = "K", casting: str = "unsafe", copy: bool = True
+    ) -> SmartArray[_ShapeT_co, np.dtype[Any]]:
         """Cast to ``dtype`` (``ndarray.astype``); self if ``copy=False`` and no copy is needed."""
         if not copy and np.dtype(dtype) == self._dtype:
             flags = self.flags
@@ -975,7 +1835,45 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             lambda a: a.astype(dtype, order=order, casting=casting), (self,), {}
         )
 
-    def reshape(self, *shape: Any, order: str = "C", copy: bool | None = None) -> SmartArray:
+    @overload  # a tuple: its length (numpy's overloads, up to 4-d here)
+    def reshape(
+        self, shape: _AnyShapeT, /, *, order: str = "C", copy: bool | None = None
+    ) -> SmartArray[_AnyShapeT, _DTypeT_co]: ...
+    @overload
+    def reshape(
+        self, size1: SupportsIndex, /, *, order: str = "C", copy: bool | None = None
+    ) -> SmartArray[tuple[int], _DTypeT_co]: ...
+    @overload
+    def reshape(
+        self,
+        size1: SupportsIndex,
+        size2: SupportsIndex,
+        /,
+        *,
+        order: str = "C",
+        copy: bool | None = None,
+    ) -> SmartArray[tuple[int, int], _DTypeT_co]: ...
+    @overload
+    def reshape(
+        self,
+        size1: SupportsIndex,
+        size2: SupportsIndex,
+        size3: SupportsIndex,
+        /,
+        *,
+        order: str = "C",
+        copy: bool | None = None,
+    ) -> SmartArray[tuple[int, int, int], _DTypeT_co]: ...
+    @overload
+    def reshape(
+        self,
+        *shape: SupportsIndex | Sequence[SupportsIndex],
+        order: str = "C",
+        copy: bool | None = None,
+    ) -> SmartArray[_AnyShape, _DTypeT_co]: ...
+    def reshape(
+        self, *shape: Any, order: str = "C", copy: bool | None = None
+    ) -> SmartArray[_AnyShape, _DTypeT_co]:
         """A view with a new shape when possible (no data touched), else a copy."""
         if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
             shape = tuple(shape[0])
@@ -993,7 +1891,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
                     raise
         return _hooks.call_on_host(lambda a: a.reshape(shape, order=order, copy=True), (self,), {})
 
-    def ravel(self, order: str = "C") -> SmartArray:
+    def ravel(self, order: str = "C") -> SmartArray[tuple[int], _DTypeT_co]:
         """A flattened view when possible, else a copy (``ndarray.ravel``)."""
         # A view exactly when numpy's ravel gives one (contiguous data), else a copy; unlike
         # reshape(-1), which also gives views of some non-contiguous layouts.
@@ -1012,34 +1910,50 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint):
             return self._apply_view(lambda t: t.reshape(-1, order=order))  # type: ignore[call-overload]
         return _hooks.call_on_host(lambda a: a.ravel(order), (self,), {})
 
-    def flatten(self, order: str = "C") -> SmartArray:
+    def flatten(self, order: str = "C") -> SmartArray[tuple[int], _DTypeT_co]:
         """A flattened copy (``ndarray.flatten``)."""
         if order not in ("C", "F", "A", "K"):
             raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
         return _hooks.call_on_host(lambda a: a.flatten(order), (self,), {})
 
-    def transpose(self, *axes: Any) -> SmartArray:
+    def transpose(self, *axes: Any) -> SmartArray[_AnyShape, _DTypeT_co]:
         """View with axes permuted (``ndarray.transpose``)."""
         return self._apply_view(lambda t: t.transpose(*axes))
 
-    def swapaxes(self, axis1: int, axis2: int) -> SmartArray:
+    def swapaxes(self, axis1: int, axis2: int) -> SmartArray[_AnyShape, _DTypeT_co]:
         """View with two axes interchanged."""
         return self._apply_view(lambda t: t.swapaxes(axis1, axis2))
 
-    def squeeze(self, axis: Any = None) -> SmartArray:
+    def squeeze(self, axis: Any = None) -> SmartArray[_AnyShape, _DTypeT_co]:
         """View with length-one axes removed."""
         return self._apply_view(lambda t: t.squeeze(axis))
 
-    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> SmartArray:
+    def diagonal(
+        self, offset: int = 0, axis1: int = 0, axis2: int = 1
+    ) -> SmartArray[_AnyShape, _DTypeT_co]:
         """Read-only view of the diagonal (``ndarray.diagonal``)."""
         return self._apply_view(lambda t: t.diagonal(offset, axis1, axis2))
 
-    def getfield(self, dtype: Any, offset: int = 0) -> SmartArray:
+    @overload
+    def getfield(
+        self, dtype: _DTypeLike[_ScalarT], offset: int = 0
+    ) -> SmartArray[_ShapeT_co, np.dtype[_ScalarT]]: ...
+    @overload
+    def getfield(
+        self, dtype: DTypeLike, offset: int = 0
+    ) -> SmartArray[_ShapeT_co, np.dtype[Any]]: ...
+    def getfield(self, dtype: DTypeLike, offset: int = 0) -> SmartArray[_ShapeT_co, np.dtype[Any]]:
         """View of a field of each element, as ``dtype`` at byte ``offset``
         (``ndarray.getfield``): writable when this array is, like numpy's."""
         return self._apply_view(lambda t: t.getfield(dtype, offset))
 
-    def view(self, dtype: Any = None) -> SmartArray:
+    @overload
+    def view(self, dtype: None = None) -> SmartArray[_ShapeT_co, _DTypeT_co]: ...
+    @overload
+    def view(self, dtype: _DTypeLike[_ScalarT]) -> SmartArray[_ShapeT_co, np.dtype[_ScalarT]]: ...
+    @overload
+    def view(self, dtype: DTypeLike) -> SmartArray[_ShapeT_co, np.dtype[Any]]: ...
+    def view(self, dtype: DTypeLike | None = None) -> SmartArray[_ShapeT_co, np.dtype[Any]]:
         """View of the same memory with another dtype (``ndarray.view``)."""
         if dtype is None:
             return self._apply_view(lambda t: t.view())

@@ -26,19 +26,30 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 import numpy as np
 
 from . import _hooks
-from ._array import SmartArray, _ArgHint
+from ._array import SmartArray, _ArgHint, _DTypeT_co, _ShapeT_co
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from ._array import _DTypeT
 
 
-class _Intent(_ArgHint):
+class _Intent(_ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
+    """An intent (``In``, ``Out`` or ``InOut``) of a SmartArray: generic like the array, so
+    that ``In(x).array`` and ``np.asarray(In(x))`` keep ``x``'s shape and dtype types."""
+
     intent = "inout"
     readonly = False
+    array: SmartArray[_ShapeT_co, _DTypeT_co]
 
-    def __init__(self, array: SmartArray) -> None:
+    def __init__(
+        self, array: SmartArray[_ShapeT_co, _DTypeT_co] | _Intent[_ShapeT_co, _DTypeT_co]
+    ) -> None:
         if isinstance(array, _Intent):
             array = array.array
         if not isinstance(array, SmartArray):
@@ -59,7 +70,19 @@ class _Intent(_ArgHint):
         """Kernel-argument hook called by numba.cuda at launch."""
         return _hooks.kernel_argument(self.array, self.intent, retr, stream)
 
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+    @overload
+    def __array__(
+        self, dtype: None = None, copy: bool | None = None
+    ) -> np.ndarray[_ShapeT_co, _DTypeT_co]: ...
+    @overload
+    def __array__(
+        self, dtype: _DTypeT, copy: bool | None = None
+    ) -> np.ndarray[_ShapeT_co, _DTypeT]: ...
+    @overload
+    def __array__(
+        self, dtype: DTypeLike | None, copy: bool | None = None
+    ) -> np.ndarray[_ShapeT_co, np.dtype[Any]]: ...
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> Any:
         """``np.asarray(intent)``: what ``np.asarray(array)`` gives (the host copy, made
         current, as a tracked view); a read-only view for ``In``."""
         result = self.array.__array__(dtype, copy)
@@ -130,20 +153,20 @@ def read_only_target_error(array: SmartArray, intent: str) -> ValueError:
     )
 
 
-class In(_Intent):
+class In(_Intent[_ShapeT_co, _DTypeT_co]):
     """Read-only intent: the callee reads ``array`` and never writes it."""
 
     intent = "in"
     readonly = True
 
 
-class Out(_Intent):
+class Out(_Intent[_ShapeT_co, _DTypeT_co]):
     """Write-only intent: the callee overwrites all of ``array`` without reading it."""
 
     intent = "out"
 
 
-class InOut(_Intent):
+class InOut(_Intent[_ShapeT_co, _DTypeT_co]):
     """Read-write intent (the default for a bare SmartArray)."""
 
     intent = "inout"

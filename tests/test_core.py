@@ -82,6 +82,9 @@ def test_asarray_returns_same_object_or_copies() -> None:
         (lambda: sa.zeros_like(np.ones((2, 3), dtype=np.float32)), np.zeros((2, 3), np.float32)),
         (lambda: sa.ones_like(sa.zeros(2)), np.ones(2)),
         (lambda: sa.full_like(sa.zeros(2, dtype=int), 4), np.full(2, 4)),
+        # dtype=None is numpy's default, float64 (ones once took full's: the fill value's)
+        (lambda: sa.ones(3, dtype=None), np.ones(3, dtype=None)),
+        (lambda: sa.zeros(3, None), np.zeros(3, None)),
     ],
 )
 def test_creation_functions(make, expected) -> None:  # type: ignore[no-untyped-def]

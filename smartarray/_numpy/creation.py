@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -11,15 +11,71 @@ from .._core import backend as _backend
 from .._core.errors import normalize_where
 from . import protocols
 
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
+    from .._array import (
+        _AnyShape,
+        _ArrayOf,
+        _DTypeLike,
+        _DTypeT,
+        _HasArray,
+        _ScalarT,
+        _ShapeLike,
+        _ShapeT,
+    )
+
+# The types follow numpy's stubs for its own functions: no dtype gives float64 (a ``*_like``
+# function: the prototype's dtype, and shape unless ``shape`` is given), a dtype naming a
+# scalar type (``np.int32``, ``np.dtype(np.int32)``) gives that type, any other dtype
+# (``'f4'``, ``float``) an array of unknown dtype. ``full`` without a dtype has the fill
+# value's type.
+
+
+@overload
 def asarray(
-    obj: Any,
-    dtype: Any = None,
+    obj: _ScalarT,
+    dtype: None = None,
     order: str | None = None,
     where: str = "host",
     *,
     host_memory: str | None = None,
-) -> SmartArray:
+) -> SmartArray[tuple[()], np.dtype[_ScalarT]]: ...
+@overload
+def asarray(
+    obj: _HasArray[_ShapeT, _DTypeT],
+    dtype: None = None,
+    order: str | None = None,
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+) -> SmartArray[_ShapeT, _DTypeT]: ...
+@overload
+def asarray(
+    obj: Any,
+    dtype: _DTypeLike[_ScalarT],
+    order: str | None = None,
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+) -> SmartArray[_AnyShape, np.dtype[_ScalarT]]: ...
+@overload
+def asarray(
+    obj: Any,
+    dtype: DTypeLike | None = None,
+    order: str | None = None,
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+def asarray(
+    obj: Any,
+    dtype: DTypeLike | None = None,
+    order: str | None = None,
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+) -> SmartArray[Any, Any]:
     """Convert ``obj`` to a SmartArray: a SmartArray is returned as is, anything else copied.
 
     A SmartArray of the right dtype (and layout, for ``order='C'``/``'F'``) is returned
@@ -46,15 +102,45 @@ def asarray(
     return SmartArray(obj, dtype=dtype, order=order, where=side, host_memory=host_memory)
 
 
+@overload
 def empty(
-    shape: Any,
-    dtype: Any = float,
+    shape: _ShapeLike,
+    dtype: None = None,
     order: str = "C",
     where: str = "host",
     *,
     host_memory: str | None = None,
     stream: Any = None,
-) -> SmartArray:
+) -> SmartArray[_AnyShape, np.dtype[np.float64]]: ...
+@overload
+def empty(
+    shape: _ShapeLike,
+    dtype: _DTypeLike[_ScalarT],
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[_ScalarT]]: ...
+@overload
+def empty(
+    shape: _ShapeLike,
+    dtype: DTypeLike,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+def empty(
+    shape: _ShapeLike,
+    dtype: DTypeLike | None = float,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[Any, Any]:
     """A new uninitialised SmartArray (on the device only with ``where='gpu'``)."""
     return SmartArray(
         shape=shape,
@@ -71,21 +157,98 @@ def empty(
 _ZERO_BYTES: Any = object()
 
 
+@overload
 def full(
-    shape: Any,
-    fill_value: Any,
-    dtype: Any = None,
+    shape: _ShapeLike,
+    fill_value: _ArrayOf[_ScalarT],
+    dtype: None = None,
     order: str = "C",
     where: str = "host",
     *,
     host_memory: str | None = None,
     stream: Any = None,
-) -> SmartArray:
+) -> SmartArray[_AnyShape, np.dtype[_ScalarT]]: ...
+@overload
+def full(  # type: ignore[overload-overlap]  # (a bool is an int too: numpy's stubs do the same)
+    shape: _ShapeLike,
+    fill_value: bool,
+    dtype: None = None,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
+@overload
+def full(
+    shape: _ShapeLike,
+    fill_value: int,
+    dtype: None = None,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[np.int_]]: ...
+@overload
+def full(
+    shape: _ShapeLike,
+    fill_value: float,
+    dtype: None = None,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[np.float64]]: ...
+@overload
+def full(
+    shape: _ShapeLike,
+    fill_value: complex,
+    dtype: None = None,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[np.complex128]]: ...
+@overload
+def full(
+    shape: _ShapeLike,
+    fill_value: Any,
+    dtype: _DTypeLike[_ScalarT],
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[_ScalarT]]: ...
+@overload
+def full(
+    shape: _ShapeLike,
+    fill_value: Any,
+    dtype: DTypeLike | None = None,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+def full(
+    shape: _ShapeLike,
+    fill_value: Any,
+    dtype: DTypeLike | None = None,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[Any, Any]:
     """A new SmartArray filled with ``fill_value``; filled on the device with ``where='gpu'``."""
     side = normalize_where(where)
     if fill_value is _ZERO_BYTES:
         dtype = np.dtype(float if dtype is None else dtype)
-        value = np.zeros((), dtype=dtype)  # numpy's zeros: b'' for text, not b'0'
+        value: np.ndarray = np.zeros((), dtype=dtype)  # numpy's zeros: b'' for text, not b'0'
     else:
         if dtype is None:
             dtype = np.asarray(fill_value).dtype
@@ -114,29 +277,91 @@ def full(
     return array
 
 
+@overload
 def zeros(
-    shape: Any,
-    dtype: Any = float,
+    shape: _ShapeLike,
+    dtype: None = None,
     order: str = "C",
     where: str = "host",
     *,
     host_memory: str | None = None,
     stream: Any = None,
-) -> SmartArray:
+) -> SmartArray[_AnyShape, np.dtype[np.float64]]: ...
+@overload
+def zeros(
+    shape: _ShapeLike,
+    dtype: _DTypeLike[_ScalarT],
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[_ScalarT]]: ...
+@overload
+def zeros(
+    shape: _ShapeLike,
+    dtype: DTypeLike,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+def zeros(
+    shape: _ShapeLike,
+    dtype: DTypeLike | None = float,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[Any, Any]:
     """A new SmartArray of zeros (made on the device with ``where='gpu'``)."""
     return full(shape, _ZERO_BYTES, dtype, order, where, host_memory=host_memory, stream=stream)
 
 
+@overload
 def ones(
-    shape: Any,
-    dtype: Any = float,
+    shape: _ShapeLike,
+    dtype: None = None,
     order: str = "C",
     where: str = "host",
     *,
     host_memory: str | None = None,
     stream: Any = None,
-) -> SmartArray:
+) -> SmartArray[_AnyShape, np.dtype[np.float64]]: ...
+@overload
+def ones(
+    shape: _ShapeLike,
+    dtype: _DTypeLike[_ScalarT],
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[_ScalarT]]: ...
+@overload
+def ones(
+    shape: _ShapeLike,
+    dtype: DTypeLike,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+def ones(
+    shape: _ShapeLike,
+    dtype: DTypeLike | None = float,
+    order: str = "C",
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+    stream: Any = None,
+) -> SmartArray[Any, Any]:
     """A new SmartArray of ones (made on the device with ``where='gpu'``)."""
+    if dtype is None:  # numpy's default (full's would be the fill value's: int64)
+        dtype = float
     return full(shape, 1, dtype, order, where, host_memory=host_memory, stream=stream)
 
 
@@ -174,7 +399,7 @@ def _like_args(
     )
 
 
-def _in_axis_order(make: Any, shape: tuple[int, ...], axes: list[int] | None) -> SmartArray:
+def _in_axis_order(make: Any, shape: Any, axes: list[int] | None) -> SmartArray[Any, Any]:
     """``make(shape_in_memory_order)`` seen with ``shape``: the axes laid out in ``axes`` order."""
     if axes is None:
         return make(shape)
@@ -183,16 +408,60 @@ def _in_axis_order(make: Any, shape: tuple[int, ...], axes: list[int] | None) ->
     return SmartArray._view(base._alloc, 0, view.shape, view.strides, view.dtype, True, None)
 
 
+@overload
 def empty_like(
-    prototype: Any,
-    dtype: Any = None,
+    prototype: _HasArray[_ShapeT, _DTypeT],
+    dtype: None = None,
     order: str = "K",
     subok: bool = True,
-    shape: Any = None,
+    shape: None = None,
     *,
     where: str | None = None,
     device: Any = None,
-) -> SmartArray:
+) -> SmartArray[_ShapeT, _DTypeT]: ...
+@overload
+def empty_like(
+    prototype: _HasArray[Any, _DTypeT],
+    dtype: None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, _DTypeT]: ...
+@overload
+def empty_like(
+    prototype: Any,
+    dtype: _DTypeLike[_ScalarT],
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[_ScalarT]]: ...
+@overload
+def empty_like(
+    prototype: Any,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+def empty_like(
+    prototype: Any,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[Any, Any]:
     """A new uninitialised SmartArray shaped like ``prototype``.
 
     ``where`` defaults to where ``prototype``'s data is current (``'gpu'`` for a device-only
@@ -202,17 +471,65 @@ def empty_like(
     return _in_axis_order(lambda s: empty(s, dtype, order, where), shape, axes)
 
 
+@overload
 def full_like(
-    prototype: Any,
+    prototype: _HasArray[_ShapeT, _DTypeT],
     fill_value: Any,
-    dtype: Any = None,
+    dtype: None = None,
     order: str = "K",
     subok: bool = True,
-    shape: Any = None,
+    shape: None = None,
     *,
     where: str | None = None,
     device: Any = None,
-) -> SmartArray:
+) -> SmartArray[_ShapeT, _DTypeT]: ...
+@overload
+def full_like(
+    prototype: _HasArray[Any, _DTypeT],
+    fill_value: Any,
+    dtype: None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, _DTypeT]: ...
+@overload
+def full_like(
+    prototype: Any,
+    fill_value: Any,
+    dtype: _DTypeLike[_ScalarT],
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[_ScalarT]]: ...
+@overload
+def full_like(
+    prototype: Any,
+    fill_value: Any,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+def full_like(
+    prototype: Any,
+    fill_value: Any,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[Any, Any]:
     """A new SmartArray shaped like ``prototype`` filled with ``fill_value``."""
     shape, dtype, order, where, axes = _like_args(prototype, dtype, order, shape, where)
     if np.ndim(fill_value):
@@ -220,30 +537,118 @@ def full_like(
     return _in_axis_order(lambda s: full(s, fill_value, dtype, order, where), shape, axes)
 
 
+@overload
 def zeros_like(
-    prototype: Any,
-    dtype: Any = None,
+    prototype: _HasArray[_ShapeT, _DTypeT],
+    dtype: None = None,
     order: str = "K",
     subok: bool = True,
-    shape: Any = None,
+    shape: None = None,
     *,
     where: str | None = None,
     device: Any = None,
-) -> SmartArray:
+) -> SmartArray[_ShapeT, _DTypeT]: ...
+@overload
+def zeros_like(
+    prototype: _HasArray[Any, _DTypeT],
+    dtype: None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, _DTypeT]: ...
+@overload
+def zeros_like(
+    prototype: Any,
+    dtype: _DTypeLike[_ScalarT],
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[_ScalarT]]: ...
+@overload
+def zeros_like(
+    prototype: Any,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+def zeros_like(
+    prototype: Any,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[Any, Any]:
     """A new SmartArray of zeros shaped like ``prototype``."""
     return full_like(prototype, _ZERO_BYTES, dtype, order, shape=shape, where=where)
 
 
+@overload
 def ones_like(
-    prototype: Any,
-    dtype: Any = None,
+    prototype: _HasArray[_ShapeT, _DTypeT],
+    dtype: None = None,
     order: str = "K",
     subok: bool = True,
-    shape: Any = None,
+    shape: None = None,
     *,
     where: str | None = None,
     device: Any = None,
-) -> SmartArray:
+) -> SmartArray[_ShapeT, _DTypeT]: ...
+@overload
+def ones_like(
+    prototype: _HasArray[Any, _DTypeT],
+    dtype: None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, _DTypeT]: ...
+@overload
+def ones_like(
+    prototype: Any,
+    dtype: _DTypeLike[_ScalarT],
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[_ScalarT]]: ...
+@overload
+def ones_like(
+    prototype: Any,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+def ones_like(
+    prototype: Any,
+    dtype: DTypeLike | None = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: _ShapeLike | None = None,
+    *,
+    where: str | None = None,
+    device: Any = None,
+) -> SmartArray[Any, Any]:
     """A new SmartArray of ones shaped like ``prototype``."""
     return full_like(prototype, 1, dtype, order, shape=shape, where=where)
 

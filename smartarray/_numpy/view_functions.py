@@ -99,7 +99,7 @@ def _einsum(*operands: Any, **kwargs: Any) -> Any:
         array = operands[0]
     if not isinstance(array, SmartArray) or array.dtype.names is not None:
         return FALLBACK
-    stand_in = np.zeros(tuple(min(length, 1) for length in array.shape), array.dtype)
+    stand_in: np.ndarray = np.zeros(tuple(min(length, 1) for length in array.shape), array.dtype)
     try:
         probe = np.einsum(*(stand_in if x is array else x for x in operands), **kwargs)
     except Exception:  # numpy's own error comes from the ordinary path
