@@ -61,16 +61,16 @@ def test_extent_of_contiguous_strided_and_reversed_views() -> None:
 def test_segments_set_merge_and_never_stale_on_both_sides_when_coarsening() -> None:
     host, device, both = "host", "gpu", "both"
     segments = Segments(1000, both, both)
-    segments.set(10, 20, host)
-    segments.set(20, 30, host)
+    segments.assign(10, 20, host)
+    segments.assign(20, 30, host)
     assert segments.items() == [(0, 10, both), (10, 30, host), (30, 1000, both)]
     assert segments.runs(((0, 25),), host) == [(10, 25)]
-    segments.set(0, 1000, device)
+    segments.assign(0, 1000, device)
     assert segments.uniform() == device
     # Past the cap, BOTH segments merge into neighbours: one-sided bytes stay one-sided.
     segments = Segments(10_000, both, both)
     for i in range(_ranges.MAX_SEGMENTS):
-        segments.set(i * 100, i * 100 + 10, host if i % 2 else device)
+        segments.assign(i * 100, i * 100 + 10, host if i % 2 else device)
         segments.coarsen(((i * 100, i * 100 + 10),))  # (what the state machine does)
     assert len(segments.labels) <= _ranges.MAX_SEGMENTS
     for i in range(_ranges.MAX_SEGMENTS):

@@ -320,7 +320,7 @@ class Allocation:
                 return
             segments = Segments(self.nbytes, self.state, State.BOTH)
         for lo, hi in extent:
-            segments.set(lo, hi, label)
+            segments.assign(lo, hi, label)
         segments.coarsen(extent)
         uniform = segments.uniform()
         if uniform is not None:
@@ -424,6 +424,7 @@ class Allocation:
                 self.watch_host_exports()
             return
         self.wait_host()
+        assert self.host is not None  # (a snapshot is of a host buffer)
         host = _bytes_of(self.host)
         for lo, hi in runs:
             snapshot[lo:hi] = host[lo:hi]
@@ -953,8 +954,9 @@ class Allocation:
         and cached.
 
         When a value is returned, the allocation is pinned for the launch through
-        ``pins.hold(key, (allocation, state_snapshot))`` (:class:`smartarray._core.memory.LaunchPins`;
-        its release marks the copy used for the budget's least-recently-used order) and
+        ``pins.hold(key, (allocation, snapshot))`` (a :meth:`state_snapshot`;
+        :class:`smartarray._core.memory.LaunchPins`; its release marks the copy used for
+        the budget's least-recently-used order) and
         ``default_stream_work`` is recorded as what the launch does on the default stream
         (true on a GPU, which makes a later non-blocking stream wait for it).
         """

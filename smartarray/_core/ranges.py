@@ -131,7 +131,7 @@ class Segments:
             self.labels.insert(lo, self.labels[lo - 1])
         return lo
 
-    def set(self, start: int, stop: int, label: Any) -> None:
+    def assign(self, start: int, stop: int, label: Any) -> None:
         """Label ``[start, stop)`` with ``label``."""
         if start >= stop:
             return
