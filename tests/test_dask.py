@@ -438,9 +438,10 @@ def test_kernel_chain_with_persist_moves_input_up_once_and_result_down_once() ->
         after_persist = (moved.h2d_count, moved.h2d_bytes, moved.d2h_count)
         z = y.map_blocks(affine_block, meta=meta)
         result = z.compute()
-    # The four chunks are views of one allocation: its bytes go up once, on the first launch.
-    assert after_persist == (1, a.nbytes, 0)
-    assert (moved.h2d_count, moved.h2d_bytes) == (1, a.nbytes)
+    # The four chunks are views of one allocation: each launch uploads only its chunk's
+    # bytes (issue 21), so every byte of the input goes up once, in one copy per chunk.
+    assert after_persist == (4, a.nbytes, 0)
+    assert (moved.h2d_count, moved.h2d_bytes) == (4, a.nbytes)
     assert (moved.d2h_count, moved.d2h_bytes) == (4, a.nbytes)  # each result chunk, once
     assert type(result) is sa.SmartArray
     np.testing.assert_array_equal(np.asarray(result), ((np.arange(64.0) * 2 + 1) * 2 + 1) * 2 + 1)
@@ -466,8 +467,9 @@ def test_benchmark_pipeline_on_an_in_process_worker() -> None:
     # Chunks copied first: each has its own allocation and goes up alone.
     assert (copied_worker["h2d_count"], copied_worker["h2d_bytes"]) == (4, data.nbytes)
     (worker,) = run["workers"].values()
-    # One allocation behind the four chunk views: uploaded once; each result chunk down once.
-    assert (worker["h2d_count"], worker["h2d_bytes"]) == (1, data.nbytes)
+    # One allocation behind the four chunk views: each chunk's bytes uploaded once, by its
+    # own first launch (issue 21), as when copied first; each result chunk down once.
+    assert (worker["h2d_count"], worker["h2d_bytes"]) == (4, data.nbytes)
     assert (worker["d2h_count"], worker["d2h_bytes"]) == (4, data.nbytes)
     assert list(run["chunks_per_worker"].values()) == [4]
     table = bench_dask.table(
