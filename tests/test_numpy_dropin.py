@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import copies
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import smartarray as sa
-from helpers import copies
 from smartarray import SmartArray
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -6,6 +6,7 @@ and the transfer ledger counted exactly the copies the model says are needed.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import pickle
 import threading
@@ -133,7 +134,7 @@ class ByteModel:
         labels = np.where(self.host & self.device, 2, np.where(self.host, 0, 1))
         names = ("host", "gpu", "both")
         edges = [0, *(np.flatnonzero(np.diff(labels)) + 1).tolist(), NBYTES]
-        return [(lo, hi, names[labels[lo]]) for lo, hi in zip(edges, edges[1:], strict=False)]
+        return [(lo, hi, names[labels[lo]]) for lo, hi in itertools.pairwise(edges)]
 
     def location(self) -> str:
         host_only = bool((self.host & ~self.device).any())
