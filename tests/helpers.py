@@ -207,3 +207,9 @@ def build_gufunc(body: Callable[..., Any]) -> Any:
     from numba import guvectorize
 
     return guvectorize(*GUFUNC_SIGNATURE, target="cuda")(body)
+
+
+def copies(stats: TransferStats) -> list[tuple[str, int, int]]:
+    """``(direction, byte offset, bytes)`` of every copy a ``track_transfers()`` block recorded,
+    in order (since issue 21 a copy may move only the stale byte ranges of an array)."""
+    return [(r.direction, r.offset, r.nbytes) for r in stats.records]

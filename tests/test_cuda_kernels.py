@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 import pytest
-from helpers import counts, inc, run_in_threads
+from helpers import copies, counts, inc, run_in_threads
 from numba import cuda, njit
 
 import smartarray as sa
@@ -113,15 +113,19 @@ def test_out_intent_skips_the_upload() -> None:
     np.testing.assert_array_equal(np.asarray(a), np.full(N, 7.0))
 
 
-def test_out_intent_on_partial_view_keeps_the_rest() -> None:
+def test_out_intent_on_partial_view_uploads_nothing_and_keeps_the_rest() -> None:
     a = sa.SmartArray(np.arange(N, dtype=np.float64))
     with sa.track_transfers() as t:
         fill[1, THREADS](sa.Out(a[4:8]), -1.0)
-    # A view does not cover the whole buffer: the untouched part must be uploaded.
-    assert counts(t) == (1, 0)
+    # Out overwrites every byte of the view (bytes 32..64): nothing to upload, and the rest
+    # of the array stays current on the host only (issue 21: validity per byte range).
+    assert copies(t) == []
+    assert a.location == "mixed" and a[4:8].location == "gpu" and a[:4].location == "host"
     expected = np.arange(N, dtype=np.float64)
     expected[4:8] = -1.0
-    np.testing.assert_array_equal(np.asarray(a), expected)
+    with sa.track_transfers() as t:
+        np.testing.assert_array_equal(np.asarray(a), expected)
+    assert copies(t) == [("d2h", 32, 32)]  # only the bytes the kernel wrote
 
 
 def test_in_intent_is_read_only_in_the_kernel() -> None:
@@ -161,7 +165,20 @@ def test_views_passed_to_kernels_share_state() -> None:
         inc[1, 4](a[1])  # a row
         inc[1, 4](a[:, 2])  # a strided column
         scale_2d[(1, 1), (4, 4)](a.T, 10.0)  # a transposed view
-    assert counts(t) == (1, 0)
+    # Each launch uploads only the bytes of its argument still stale on the device (a is
+    # 4x4 float64, 128 bytes): row 1; then column 2 less row 1's element (bytes 16..24,
+    # and 80..88 with 112..120 in one copy across their stale gap); then all the rest, in
+    # four copies, since no copy may cross the bytes the kernels wrote on the device.
+    assert copies(t) == [
+        ("h2d", 32, 32),
+        ("h2d", 16, 8),
+        ("h2d", 80, 40),
+        ("h2d", 0, 16),
+        ("h2d", 24, 8),
+        ("h2d", 64, 16),
+        ("h2d", 120, 8),
+    ]
+    assert a.location == "gpu"
     expected = np.zeros((4, 4))
     expected[1] += 1
     expected[:, 2] += 1
@@ -380,8 +397,12 @@ def test_whole_array_assignment_never_downloads() -> None:
     np.testing.assert_array_equal(np.asarray(a), np.tile(np.arange(4.0), (4, 1)))
     with sa.track_transfers() as t:
         inc[1, 16](a.ravel())
-        a[1:] = 0.0  # a part: the rest must be fetched first
-    assert counts(t) == (1, 1)
+        a[1:] = 0.0  # overwrites every byte of rows 1-3: nothing fetched (issue 21)
+    assert copies(t) == [("h2d", 0, 128)]
+    assert a.location == "mixed" and a[0].location == "gpu" and a[1:].location == "host"
+    with sa.track_transfers() as t:
+        np.testing.assert_array_equal(np.asarray(a)[0], np.arange(1.0, 5.0))
+    assert copies(t) == [("d2h", 0, 32)]  # row 0, the kernel's write that survives
 
 
 def test_same_allocation_twice_in_one_launch_uploads_once() -> None:

@@ -59,13 +59,14 @@ def squared_block(block: sa.SmartArray) -> sa.SmartArray:
 
 
 def in_state(array: sa.SmartArray, state: str) -> sa.SmartArray:
-    """Put ``array``'s allocation in ``state`` ('host', 'gpu' or 'both')."""
-    if state != "host":
+    """Put ``array``'s elements in ``state`` ('host', 'gpu' or 'both')."""
+    if state == "both":
         array.to_gpu()
-        if state == "gpu":  # (declared through the writable array a read-only view is of)
-            writer = array if array.flags.writeable else array.base
-            assert writer is not None and writer.flags.writeable
-            writer.mark_changed("gpu")
+    elif state == "gpu":  # (declared through the writable array a read-only view is of)
+        writer = array if array.flags.writeable else array.base
+        assert writer is not None and writer.flags.writeable
+        writer.to_gpu()  # (only the bytes it covers: those it declares written)
+        writer.mark_changed("gpu")
     assert array.location == state
     return array
 
@@ -347,10 +348,16 @@ def test_round_trip_in_every_coherence_state(
     assert header["serializer"] == (
         "cuda" if ships_device else "pickle" if serializers == ["pickle"] else "dask"
     )
-    # Only a device-only chunk shipped through host memory is copied (its whole allocation).
-    downloads = 1 if state == "gpu" and not ships_device and alloc_bytes else 0
+    # Only a device-only chunk shipped through host memory is copied: the bytes its elements
+    # span (issue 21; for a strided view, from its first byte to its last, in one copy).
+    span = array._span()
+    if span is None:
+        first, last = 0, alloc_bytes
+    else:
+        first, last = (span[0][0], span[-1][1]) if span else (0, 0)
+    downloads = 1 if state == "gpu" and not ships_device and last > first else 0
     assert (moved.h2d_count, moved.d2h_count) == (0, downloads)
-    assert moved.d2h_bytes == downloads * alloc_bytes
+    assert [(r.offset, r.nbytes) for r in moved.records] == [(first, last - first)] * downloads
     assert array.location == ("both" if state == "gpu" and not ships_device else state)
     if header["serializer"] == "dask" and array.size:
         contiguous = flags.c_contiguous or flags.f_contiguous
@@ -438,9 +445,10 @@ def test_kernel_chain_with_persist_moves_input_up_once_and_result_down_once() ->
         after_persist = (moved.h2d_count, moved.h2d_bytes, moved.d2h_count)
         z = y.map_blocks(affine_block, meta=meta)
         result = z.compute()
-    # The four chunks are views of one allocation: its bytes go up once, on the first launch.
-    assert after_persist == (1, a.nbytes, 0)
-    assert (moved.h2d_count, moved.h2d_bytes) == (1, a.nbytes)
+    # The four chunks are views of one allocation: each launch uploads only its chunk's
+    # bytes (issue 21), so every byte of the input goes up once, in one copy per chunk.
+    assert after_persist == (4, a.nbytes, 0)
+    assert (moved.h2d_count, moved.h2d_bytes) == (4, a.nbytes)
     assert (moved.d2h_count, moved.d2h_bytes) == (4, a.nbytes)  # each result chunk, once
     assert type(result) is sa.SmartArray
     np.testing.assert_array_equal(np.asarray(result), ((np.arange(64.0) * 2 + 1) * 2 + 1) * 2 + 1)
@@ -466,8 +474,9 @@ def test_benchmark_pipeline_on_an_in_process_worker() -> None:
     # Chunks copied first: each has its own allocation and goes up alone.
     assert (copied_worker["h2d_count"], copied_worker["h2d_bytes"]) == (4, data.nbytes)
     (worker,) = run["workers"].values()
-    # One allocation behind the four chunk views: uploaded once; each result chunk down once.
-    assert (worker["h2d_count"], worker["h2d_bytes"]) == (1, data.nbytes)
+    # One allocation behind the four chunk views: each chunk's bytes uploaded once, by its
+    # own first launch (issue 21), as when copied first; each result chunk down once.
+    assert (worker["h2d_count"], worker["h2d_bytes"]) == (4, data.nbytes)
     assert (worker["d2h_count"], worker["d2h_bytes"]) == (4, data.nbytes)
     assert list(run["chunks_per_worker"].values()) == [4]
     table = bench_dask.table(

@@ -101,10 +101,26 @@ def test_a_device_copy_made_stale_by_a_host_write_is_dropped_at_no_cost() -> Non
     (a, b) = arrays(2)
     limit_slots(1)
     inc[1, N](a)
-    a[0] = -1.0  # the device copy is stale now: dropping it loses nothing
+    a[:] = -1.0  # the whole device copy is stale now: dropping it loses nothing
     with sa.track_transfers() as t:
         inc[1, N](b)
     assert counts(t) == (1, 0, 0)
+    assert a._alloc.device is None and a.location == "host"
+    assert a[0] == -1.0 and a[1] == -1.0
+
+
+def test_a_device_copy_partly_stale_after_a_host_write_spills_only_the_rest() -> None:
+    (a, b) = arrays(2)
+    limit_slots(1)
+    inc[1, N](a)
+    a[0] = -1.0  # only element 0's device copy is stale (issue 21): the rest is dirty
+    with sa.track_transfers() as t:
+        inc[1, N](b)
+    # a's spill downloads the bytes current only on the device (elements 1..7), then b goes up
+    assert [(r.direction, r.offset, r.nbytes, r.spill) for r in t.records] == [
+        ("d2h", 8, NBYTES - 8, True),
+        ("h2d", 0, NBYTES, False),
+    ]
     assert a._alloc.device is None and a.location == "host"
     assert a[0] == -1.0 and a[1] == 2.0
 
@@ -280,7 +296,12 @@ def test_same_array_twice_in_a_launch_under_a_limit() -> None:
     inc[1, N](b)
     with sa.track_transfers() as t:
         copy_kernel[1, N](a[:4], a[4:])
-    assert counts(t) == (1, 1, 1)  # b spilled, a uploaded once
+    # b spilled; each view of a uploads its own half (issue 21): a's bytes go up once
+    assert [(r.direction, r.offset, r.nbytes, r.spill) for r in t.records] == [
+        ("d2h", 0, NBYTES, True),
+        ("h2d", 0, NBYTES // 2, False),
+        ("h2d", NBYTES // 2, NBYTES // 2, False),
+    ]
     np.testing.assert_array_equal(np.asarray(a), [4, 5, 6, 7, 4, 5, 6, 7])
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import copies
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -1369,6 +1370,22 @@ DEVICE_VIEWS: list[tuple[str, Callable[[Any], Any]]] = [
 ]
 
 
+# The one download (byte offset, bytes) that reading each view of a 3x4 float64 array (96
+# bytes) makes: only the bytes the view covers (issue 21); views not listed cover all 96.
+# A strided view's rows are stale ranges closer than the coalescing gap: one copy from its
+# first to its last byte.
+DEVICE_VIEW_BYTES = {
+    "slice": (64, 32),  # a[2:5] is row 2
+    "row": (32, 32),
+    "newaxis": (8, 72),  # column 1: elements at bytes 8, 40, 72
+    "squeeze": (0, 32),  # row 0
+    "split": (32, 32),  # row 1
+    "diagonal": (0, 88),  # elements at bytes 0, 40, 80
+    "broadcast_to": (0, 32),  # row 0, repeated
+    "negative-strides": (0, 88),  # columns 0 and 2 of every row
+}
+
+
 @pytest.mark.device
 @pytest.mark.parametrize(("name", "make_view"), DEVICE_VIEWS, ids=[n for n, _ in DEVICE_VIEWS])
 def test_device_only_views_need_no_transfer(name: str, make_view: Callable[[Any], Any]) -> None:
@@ -1381,9 +1398,12 @@ def test_device_only_views_need_no_transfer(name: str, make_view: Callable[[Any]
     assert a.location == "gpu" and view.location == "gpu"
     with sa.track_transfers() as t:
         values = host(view)
-    assert t.d2h_count == 1 and t.h2d_count == 0
+    offset, nbytes = DEVICE_VIEW_BYTES.get(name, (0, 96))
+    assert copies(t) == [("d2h", offset, nbytes)]
     np.testing.assert_array_equal(values, make_view(x))
-    assert a.location == "both"
+    assert view.location == "both"
+    # The rest of the array is still current only on the device (not downloaded).
+    assert a.location == ("both" if nbytes == 96 else "gpu")
 
 
 DEVICE_READS: list[tuple[str, Callable[[Any], Any]]] = [
@@ -1416,8 +1436,19 @@ def test_device_only_reads_copy_exactly_once(name: str, read: Callable[[Any], An
     with sa.track_transfers() as t:
         first = read(a)
         second = read(a)
-    assert t.d2h_count == 1 and t.h2d_count == 0
-    assert a.location == "both" and a.is_valid("host") and a.is_valid("gpu")
+    # Every byte read is downloaded once, the first time. Iterating reads the three rows one
+    # at a time (a copy each); a[1:, ::2] needs bytes 32..88 only (rows 1 and 2, columns 0
+    # and 2: one copy, the gaps between them included), and the rest stays on the device.
+    expected_copies = {
+        "iter": [("d2h", 0, 32), ("d2h", 32, 32), ("d2h", 64, 32)],
+        "view-read": [("d2h", 32, 56)],
+    }.get(name, [("d2h", 0, 96)])
+    assert copies(t) == expected_copies
+    if name == "view-read":
+        assert a.location == "gpu" and a[1:, ::2].location == "both"
+        assert not a.is_valid("host") and a.is_valid("gpu")
+    else:
+        assert a.location == "both" and a.is_valid("host") and a.is_valid("gpu")
     expected = read(SmartArray(x))
     assert first == expected and second == expected
 
@@ -1445,6 +1476,25 @@ DEVICE_WRITES: list[tuple[str, Callable[[Any], Any]]] = [
 ]
 
 
+# For the writes of DEVICE_WRITES to a 3x4 float64 array (96 bytes) that write a view
+# (issue 21): whether a stale host copy of the written bytes is downloaded first, and the
+# written bytes (byte offset, bytes). Writes not listed download and write all 96 bytes (a
+# fancy or mask index, an in-place ufunc, or a numpy function writes the whole array).
+DEVICE_WRITE_BYTES = {
+    "setitem": (False, (48, 8)),  # a[1, 2]: one element, overwritten
+    "setitem-view": (False, (48, 8)),
+    "copyto": (True, (32, 32)),  # row 1 (numpy functions read their output first)
+    "fill-view": (False, (48, 8)),
+    "real-view": (False, (48, 8)),
+    "T-view": (False, (48, 8)),
+    "sort-method": (True, (48, 8)),  # a[1, 2:3].sort() reads it; a[1, 2] = ... then writes it
+    "sort-row": (True, (32, 32)),
+    # a[:, 1:]: bytes 8..32, 40..64, 72..96, closer than the coalescing gap: one copy
+    "fill_diagonal": (True, (8, 88)),
+    "partition": (True, (32, 32)),
+}
+
+
 @pytest.mark.device
 @pytest.mark.parametrize("start", ["gpu", "both"])
 @pytest.mark.parametrize(("name", "write"), DEVICE_WRITES, ids=[n for n, _ in DEVICE_WRITES])
@@ -1459,14 +1509,22 @@ def test_host_writes_invalidate_the_device_copy(
     assert a.location == start
     with sa.track_transfers() as t:
         write(a)
-    # The host copy is brought up to date once if it was stale (the write may be partial).
-    assert t.d2h_count == (1 if start == "gpu" else 0) and t.h2d_count == 0
-    assert a.is_valid("host") and not a.is_valid("gpu") and a.location == "host"
+    # The bytes written (byte offset, bytes; see DEVICE_WRITE_BYTES) become stale on the
+    # device, and only those. A stale host copy of them is downloaded first, unless the
+    # write overwrites all of them (one element assigned or filled).
+    downloaded, written = DEVICE_WRITE_BYTES.get(name, (True, (0, 96)))
+    assert copies(t) == ([("d2h", *written)] if downloaded and start == "gpu" else [])
+    assert not a.is_valid("gpu")
+    if start == "gpu" and written != (0, 96):
+        # The written bytes are current on the host only, the others on the device only.
+        assert a.location == "mixed" and not a.is_valid("host")
+    else:
+        assert a.is_valid("host") and a.location == "host"
     write(x)  # the same write on numpy
     np.testing.assert_array_equal(host(a), x)
     with sa.track_transfers() as t:
         device = a.get("gpu")
-    assert t.h2d_count == 1 and a.location == "both"
+    assert copies(t) == [("h2d", *written)] and a.location == "both"
     np.testing.assert_array_equal(device.copy_to_host(), x)
 
 
@@ -1481,7 +1539,9 @@ def test_zeros_on_device_then_views_reads_and_writes() -> None:
     with sa.track_transfers() as t:
         assert view.sum() == 0.0
         assert a[7] == 0.0
-    assert t.d2h_count == 1
+    # The view's 24 bytes first; then a[7] reads the whole array: its stale bytes 0..16 and
+    # 40..64 are closer than the coalescing gap, so one copy of 0..64 (the current gap too).
+    assert copies(t) == [("d2h", 16, 24), ("d2h", 0, 64)]
     view[1] = 3.0
     assert not a.is_valid("gpu") and a[3] == 3.0
     filled = sa.full(8, 2.0, where="gpu")

@@ -17,11 +17,13 @@ grid = a.reshape(4, 4)
 assert first_half.base is a and first_half.label == grid.label == "a"
 
 with sa.track_transfers() as t:
-    increment[1, 32](first_half)  # uploads a's whole buffer once, writes half of it
-assert a.location == grid.location == "gpu" and t.h2d_count == 1
+    increment[1, 32](first_half)  # uploads the view's 64 bytes only, and writes them
+assert (t.h2d_count, t.h2d_bytes) == (1, 64)
+assert first_half.location == "gpu" and a[8:].location == "host"
+assert a.location == grid.location == "mixed"  # the state of a's bytes, seen by every view
 
-assert grid[1, 3] == 1.0 and grid[2, 0] == 0.0  # one copy back serves every view
-grid[3, 3] = 5.0  # a write through any view makes the device copy stale for all
+assert grid[1, 3] == 1.0 and grid[2, 0] == 0.0  # one copy back (the written half)
+grid[3, 3] = 5.0  # a write through any view makes those bytes' device copy stale for all
 assert a.location == "host" and a[15] == 5.0
 
 # Numba device arrays cannot have negative strides, so such a view stays on the host.

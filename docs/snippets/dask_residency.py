@@ -28,5 +28,5 @@ with dask.config.set(scheduler="synchronous"), sa.track_transfers() as t:
     (y,) = dask.persist(y)  # four device-resident chunks
     z = y.map_blocks(affine_block, meta=meta).compute()  # a SmartArray
 assert type(z) is sa.SmartArray
-assert (t.h2d_count, t.h2d_bytes) == (1, a.nbytes)  # the input went up once
+assert (t.h2d_count, t.h2d_bytes) == (4, a.nbytes)  # each input chunk went up once
 assert (t.d2h_count, t.d2h_bytes) == (4, a.nbytes)  # each result chunk came down once
