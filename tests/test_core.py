@@ -132,7 +132,7 @@ def test_where_alias_and_bad_where() -> None:
         a.mark_changed("both")
     with pytest.raises(ValueError, match="'host', 'gpu'"):
         a.is_valid(1)
-    assert a.location == "host"
+    assert a.location == "both"  # (made where first used: no buffer yet, nothing stale)
 
 
 def test_mark_changed_host_and_is_valid() -> None:

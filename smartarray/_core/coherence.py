@@ -265,7 +265,7 @@ class Allocation:
     def is_valid(self, where: Where, extent: Extent | None = None) -> bool:
         """True when the ``where`` copy is current (of the bytes of ``extent``; None: all)."""
         state = self.current_state()
-        if state is State.BOTH:
+        if state is State.BOTH or extent == ():  # (no bytes: none of them is stale)
             return True
         if state is not State.MIXED:
             return state.value == where
@@ -277,6 +277,8 @@ class Allocation:
         device only in part or not at all), ``'mixed'`` when some are current only on the
         host and others only on the device."""
         state = self.current_state()
+        if extent == ():  # (no bytes: none of them is stale)
+            return State.BOTH.value
         if state is not State.MIXED:
             return state.value
         assert self._segments is not None
@@ -302,8 +304,9 @@ class Allocation:
         """The byte ranges of ``extent`` (None: all) in state ``label``, in order."""
         segments = self._segments
         if segments is None:
-            if self.state is not label or not self.nbytes:
+            if self.state is not label:
                 return []
+            # (an empty buffer's one run is (0, 0): its copy moves nothing, its state changes)
             return [(0, self.nbytes)] if extent is None else list(extent)
         return segments.runs(extent, label)
 

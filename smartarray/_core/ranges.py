@@ -223,13 +223,15 @@ def extent_of(
     """
     size = math.prod(shape)
     if size == 0:
-        return (), True
+        # No bytes: of an empty buffer, all of it (so that reads and writes change its state
+        # as they do for any whole array); of a non-empty one, nothing.
+        return (None, True) if nbytes == 0 else ((), True)
     dims = [(abs(st), n, st) for n, st in zip(shape, strides, strict=True) if n > 1]
     lo = offset + sum(st * (n - 1) for _, n, st in dims if st < 0)
     hi = offset + sum(st * (n - 1) for _, n, st in dims if st > 0) + itemsize
     exact = _exact(shape, strides, itemsize, hi - lo)
-    if lo <= 0 and hi >= nbytes:
-        return None, exact
+    if exact and lo <= 0 and hi >= nbytes:
+        return None, True  # every byte of the buffer
     # Innermost dimensions that are contiguous together form one row of ``row`` bytes.
     dims.sort()
     row = itemsize
@@ -239,10 +241,10 @@ def extent_of(
         k += 1
     outer = dims[k:]
     if not outer or hi - lo == row:
-        return ((lo, hi),), exact
+        return _whole_or(((lo, hi),), nbytes), exact
     rows = math.prod(n for _, n, _ in outer)
     if rows > MAX_EXTENT_INTERVALS:
-        return ((lo, hi),), False
+        return _whole_or(((lo, hi),), nbytes), False
     starts = [lo]
     for step, n, _ in outer:
         starts = [s + step * j for s in starts for j in range(n)]
@@ -253,7 +255,12 @@ def extent_of(
             intervals[-1] = (intervals[-1][0], max(intervals[-1][1], s + row))
         else:
             intervals.append((s, s + row))
-    return tuple(intervals), rows * row == sum(b - a for a, b in intervals)
+    return _whole_or(tuple(intervals), nbytes), rows * row == sum(b - a for a, b in intervals)
+
+
+def _whole_or(extent: Extent, nbytes: int) -> Extent | None:
+    """None for an extent of every byte of the buffer, else ``extent``."""
+    return None if extent == ((0, nbytes),) else extent
 
 
 def _exact(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int, span: int) -> bool:
