@@ -132,6 +132,7 @@ if TYPE_CHECKING:  # the names used by the annotations below, for type checkers 
 _HOST = State.HOST
 _DEVICE = State.DEVICE
 _BOTH = State.BOTH
+_MIXED = State.MIXED
 
 try:  # The kernel-argument hook: numba.cuda calls to_device() on every ArgHint argument.
     from numba.cuda.args import ArgHint as _ArgHint
@@ -878,6 +879,21 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
                 )
             ):
                 return host[key]  # numpy's own IndexError for a bad index
+            if (
+                state is _MIXED
+                and kind is int
+                and host is not None
+                and len(self._shape) == 1
+                and self._shuffle is None
+            ):
+                # An element of an array current partly on each side: read it from the host
+                # if its bytes are current there and nothing is pending (else the full path).
+                length = self._shape[0]
+                index = key + length if key < 0 else key
+                if 0 <= index < length:
+                    start = self._offset + index * self._strides[0]
+                    if alloc.host_current((start, start + self._dtype.itemsize)):
+                        return host[key]
             if self._shuffle is not None and kind is int:  # numpy's shuffle swapping items
                 item = _hooks.shuffled_read(self, key, sys._getframe(1))
                 if item is not _hooks.NOT_SHUFFLING:
@@ -937,9 +953,29 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
             lock = alloc.lock
             lock.acquire()  # (cheaper than ``with`` here)
             try:
-                if alloc.state is _HOST and alloc._host_event is None and alloc._launch is None:
+                state = alloc.state
+                if state is _HOST and alloc._host_event is None and alloc._launch is None:
                     host[key] = value
                     return
+                if (
+                    state is _MIXED
+                    and type(key) is int
+                    and type(value) in SCALAR_VALUES
+                    and len(self._shape) == 1
+                    and self._dtype.kind in _NUMERIC_KINDS
+                ):
+                    # An element of an array current partly on each side: only its bytes
+                    # change state. The value is converted first (numpy's error, and
+                    # nothing changed, if it does not fit).
+                    length = self._shape[0]
+                    index = key + length if key < 0 else key
+                    if 0 <= index < length:
+                        item = np.asarray(value, dtype=self._dtype)
+                        start = self._offset + index * self._strides[0]
+                        extent = ((start, start + self._dtype.itemsize),)
+                        alloc.overwrite_host(extent)
+                        host[key] = item
+                        return
             finally:
                 lock.release()
         self._check_writeable()

@@ -285,6 +285,31 @@ def test_no_transfers_refuses_a_range_copy_and_changes_nothing(exact: None) -> N
     np.testing.assert_array_equal(a, expected)
 
 
+
+@pytest.mark.device
+def test_element_writes_to_an_array_current_partly_on_each_side(exact: None) -> None:
+    a = sa.SmartArray(np.zeros(64, dtype=np.int8))
+    a.to_gpu()
+    a[0] = 1  # current partly on each side from here on: the element fast path
+    for i in range(1, 10):
+        a[i] = i
+    a[-1] = 7
+    assert a.coherence_ranges() == [(0, 10, "host"), (10, 63, "both"), (63, 64, "host")]
+    with pytest.raises(OverflowError):
+        a[20] = 1000  # numpy's error, and nothing changed
+    assert a.coherence_ranges() == [(0, 10, "host"), (10, 63, "both"), (63, 64, "host")]
+    with sa.track_transfers() as t:
+        assert (a[5], a[-1], a[30]) == (5, 7, 0)  # current on the host: no copy
+    assert t.count == 0
+    with sa.track_transfers() as t:
+        a.to_gpu()
+    assert [(r.offset, r.nbytes) for r in t.records] == [(0, 10), (63, 1)]
+    expected = np.zeros(64, dtype=np.int8)
+    expected[:10] = [1, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    expected[-1] = 7
+    np.testing.assert_array_equal(a, expected)
+
+
 # --- found by review: each failed before its fix ----------------------------------------
 
 

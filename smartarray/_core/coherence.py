@@ -554,6 +554,33 @@ class Allocation:
                     self._host_snapshot = None  # (the declared side is the current one)
                 self._set_state(extent, State.HOST if where == "host" else State.DEVICE)
 
+    def host_current(self, interval: tuple[int, int]) -> bool:
+        """True when the host bytes of ``interval`` are current and can be read now, with no
+        copy or wait (the host fast path for an array current partly on each side)."""
+        with self.lock:
+            segments = self._segments
+            return (
+                segments is not None
+                and self._host_event is None
+                and self._device_event is None
+                and self._host_snapshot is None
+                and not segments.runs((interval,), State.DEVICE)
+            )
+
+    def overwrite_host(self, extent: Extent) -> None:
+        """The caller, holding the lock, is about to overwrite every host byte of ``extent``
+        with a write that cannot fail (an element of a converted value): those bytes are
+        current on the host only from now on. The one state change of the host fast path
+        for arrays current partly on each side."""
+        self._launch = None
+        self._launch_ranges = []
+        if self._handed_out or self._possibly_written:
+            self._end_hand_out()
+        if self._host_event is not None:
+            self.wait_host()
+        if self.host_memory != "mapped":
+            self._set_state(extent, State.HOST)
+
     def host_written(self, extent: Extent | None = None) -> None:
         """Record that the host bytes of ``extent`` (None: all) were written (after
         :meth:`prepare_host_write`): the device copy of them is stale."""
