@@ -142,7 +142,9 @@ def test_streams_are_handed_to_the_resource_converted() -> None:
 
 
 def test_the_environment_turns_the_default_pool_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    for value, enabled in (("", True), ("1", True), ("0", False), ("off", False), ("No", False)):
+    # Opt-in until measured on a GPU (see smartarray._core.device_pool.enabled_by_environment).
+    cases = (("", False), ("1", True), ("On", True), ("0", False), ("off", False), ("No", False))
+    for value, enabled in cases:
         monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, value)
         assert _device_pool.enabled_by_environment() is enabled
     monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, "0")

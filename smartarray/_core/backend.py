@@ -196,8 +196,8 @@ class DeviceOutOfMemory(MemoryError):
 def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: Any = 0) -> Any:
     """Allocate an uninitialised contiguous device array.
 
-    From the device memory pool (:mod:`smartarray._core.device_pool`, on a GPU unless
-    ``SMARTARRAY_DEVICE_POOL=0``), allocated on ``stream`` and given back to the pool on it
+    From the device memory pool (:mod:`smartarray._core.device_pool`, on a GPU with
+    ``SMARTARRAY_DEVICE_POOL=1``), allocated on ``stream`` and given back to the pool on it
     when the array and every view of it are gone; else from numba-cuda (``cuda.device_array``,
     or the external memory manager Numba was given). The array is never bound to ``stream``:
     a Numba device array bound to a stream makes its later copies asynchronous on that
@@ -340,8 +340,8 @@ def device_pool_info() -> dict[str, Any]:
     Returns
     -------
     dict
-        ``enabled`` (False: numba-cuda allocates, e.g. in the simulator or with
-        ``SMARTARRAY_DEVICE_POOL=0``), and with a pool: ``resource`` (its type), ``allocations``
+        ``enabled`` (False: numba-cuda allocates, e.g. in the simulator or without
+        ``SMARTARRAY_DEVICE_POOL=1``), and with a pool: ``resource`` (its type), ``allocations``
         and ``frees`` (buffers), ``live_buffers``, ``live_bytes`` and ``peak_live_bytes``
         (allocated and not given back), ``trims``, and ``reserved_bytes`` (what the pool holds
         from the device, None if the resource does not tell).

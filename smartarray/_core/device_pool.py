@@ -23,11 +23,11 @@ resource, and how a stream is handed to it, are given to it (:func:`use_memory_r
 - optionally ``reserved_bytes()``: the bytes the pool holds from the device.
 
 ``cuda.core`` is imported only when the default resource is made (on a GPU), so importing
-smartarray without CUDA never imports it. The pool is on by default on a GPU; the environment
-variable ``SMARTARRAY_DEVICE_POOL=0`` (read when the pool is first needed) turns it off, and
-numba-cuda's ``cuda.device_array`` is used again, as it is when Numba was given another
-memory manager (RMM's, through ``NUMBA_CUDA_MEMORY_MANAGER``): SmartArrays then allocate from
-that one.
+smartarray without CUDA never imports it. The pool is opt-in until it has been measured on a
+GPU: the environment variable ``SMARTARRAY_DEVICE_POOL=1`` (read when the pool is first needed)
+turns it on; without it numba-cuda's ``cuda.device_array`` is used, as it is when Numba was
+given another memory manager (RMM's, through ``NUMBA_CUDA_MEMORY_MANAGER``): SmartArrays then
+allocate from that one.
 """
 
 from __future__ import annotations
@@ -204,9 +204,15 @@ _CHOSEN = False  # True once _POOL was set (by use_memory_resource, or made by a
 
 
 def enabled_by_environment() -> bool:
-    """False when ``SMARTARRAY_DEVICE_POOL`` is ``0``, ``false``, ``off`` or ``no``."""
+    """True when ``SMARTARRAY_DEVICE_POOL`` is ``1``, ``true``, ``on`` or ``yes``.
+
+    The pool is opt-in until it has been measured on a GPU: a buffer goes back to the pool on
+    the stream it was allocated on, so an array dropped while a kernel on another
+    (non-blocking) stream still reads it could have its memory reused under that kernel,
+    where ``cuMemFree`` waits for the device.
+    """
     value = os.environ.get(ENVIRONMENT_VARIABLE, "").strip().lower()
-    return value not in ("0", "false", "off", "no")
+    return value in ("1", "true", "on", "yes")
 
 
 def active(on_gpu: bool, allowed: Callable[[], bool] | None = None) -> DevicePool | None:
