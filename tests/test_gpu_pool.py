@@ -22,6 +22,17 @@ pytestmark = pytest.mark.gpu
 N = 1 << 12
 
 
+@pytest.fixture(autouse=True)
+def pooled(monkeypatch: pytest.MonkeyPatch) -> object:
+    """The pool is opt-in (``SMARTARRAY_DEVICE_POOL=1``): on for these tests, in this process
+    (cuda.core's resource, as ``device_pool.active`` makes it) and in the ones they start."""
+    monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, "1")
+    with _device_pool.memory_resource(
+        _device_pool.CudaCoreResource(), _device_pool._core_stream
+    ) as pool:
+        yield pool
+
+
 @pytest.fixture(scope="module")
 def add() -> object:
     @vectorize(["float32(float32, float32)"], target="cuda")
