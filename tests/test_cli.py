@@ -73,6 +73,9 @@ def test_bench_quick_in_simulator(tmp_path: Path) -> None:
     assert workflow["all_inout"]["ratio_to_minimum"] > 1.0
     assert workflow["numpy"]["h2d_count"] == 2 * workflow["numpy"]["steps"]
     assert "SmartArrays, bare (inferred intents)" in out
+    # issue 21: every everyday idiom moves what a careful hand-written program moves
+    assert len(results["idioms"]) == 7 and "everyday idioms" in out
+    assert [r["ratio"] for r in results["idioms"]] == [1.0] * 7
     assert all(v["per_argument_us"] > 0 for v in results["intent_lookup"].values())
     if results.get("njit") is not None:
         assert results["njit"]["ratio"] > 0
@@ -226,6 +229,19 @@ def test_gpu_plot_is_a_readable_grid_of_named_ratios(tmp_path: Path) -> None:
     del results["timings"]
     assert cli.write_plot(results, tmp_path / "sim.png")
     assert matplotlib.image.imread(tmp_path / "sim.png").shape[:2] == (500, 1300)
+    # With the everyday idioms (issue 21): a row of their own, each idiom named in full.
+    results["idioms"] = [
+        {"idiom": "kernel on z[1024:2048]", "n": 16384, "ratio": 1.0},
+        {"idiom": "u[0] = b; kernel, 10 steps", "n": 16384, "ratio": 1.0},
+    ]
+    with plt.rc_context({"font.size": cli.PLOT_FONT_SIZE}):
+        fig = cli.plot_figure(results, plt)
+    try:
+        texts = {t.get_text() for ax in fig.axes for t in ax.texts}
+        assert {"kernel on z[1024:2048]", "u[0] = b; kernel, 10 steps"} <= texts
+        assert fig.get_size_inches()[1] == 10
+    finally:
+        plt.close(fig)
 
 
 # --- the GPU rows of issue 22, run in the simulator with tiny sizes (times mean nothing) ---

@@ -580,12 +580,14 @@ def plot_figure(results: dict[str, Any], plt: Any) -> Any:
     """The figure :func:`write_plot` saves (made with ``font.size`` :data:`PLOT_FONT_SIZE`).
 
     A grid of panels: one row of two for the transfers (bytes moved ÷ the minimum, per named
-    variant) and, with GPU timings, a second row: the time of the SmartArray variants ÷ that
-    of hand-managed device arrays, on a linear axis from 0 with the target drawn.
+    variant); with GPU timings, a row for the time of the SmartArray variants ÷ that of
+    hand-managed device arrays, on a linear axis from 0 with the target drawn; and a row for
+    the everyday idioms (bytes moved ÷ what a hand-written program moves).
     """
     timings = results.get("timings")
     transfers = results["transfers"]
-    rows = 2 if timings else 1
+    idioms = results.get("idioms")  # (absent from results recorded before issue 21)
+    rows = 1 + bool(timings) + bool(idioms)
     fig, axes = plt.subplots(rows, 2, figsize=(13, 5 * rows), squeeze=False)
     steps, calls = transfers["chain"][0]["steps"], transfers["add"][0]["calls"]
     _plot_transfers(axes[0][0], transfers["chain"], f"Bytes: kernel chain, {steps} launches")
@@ -593,6 +595,11 @@ def plot_figure(results: dict[str, Any], plt: Any) -> Any:
     if timings:
         _plot_chain_timings(axes[1][0], timings["chain"])
         _plot_add_timings(axes[1][1], timings["add"])
+    if idioms:
+        row = axes[rows - 1]
+        named = [{"label": r["idiom"], "ratio_to_minimum": r["ratio"]} for r in idioms]
+        _plot_transfers(row[0], named, f"Bytes: everyday idioms, n={idioms[0]['n']}")
+        row[1].axis("off")
     meta = results["meta"]
     fig.suptitle(f"smartarray.bench: {meta['tier']}, {meta['date']}")
     fig.tight_layout()
