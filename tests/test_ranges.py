@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from helpers import run_python
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -86,6 +87,18 @@ def test_coalesce_and_its_setting() -> None:
         sa.set_coalesce_bytes(-1)
     with pytest.raises(ValueError, match="byte count"):
         sa.set_coalesce_bytes(1.5)  # type: ignore[arg-type]
+
+
+def test_the_environment_sets_the_gap_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = "import smartarray as sa; print(sa.coalesce_bytes())"
+    for value, printed in (("0", "0"), ("4096", "4096"), ("", str(1 << 16))):
+        monkeypatch.setenv("SMARTARRAY_COALESCE_BYTES", value)
+        proc = run_python(["-c", script], simulator=False, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split()[-1] == printed
+    monkeypatch.setenv("SMARTARRAY_COALESCE_BYTES", "lots")
+    proc = run_python(["-c", script], simulator=False, timeout=120)
+    assert proc.returncode != 0 and "SMARTARRAY_COALESCE_BYTES='lots'" in proc.stderr
 
 
 def test_new_arrays_are_filled_where_first_used_on_the_host() -> None:
