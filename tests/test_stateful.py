@@ -170,6 +170,10 @@ class CoherenceMachine(RuleBasedStateMachine):
         self.export: np.ndarray | None = None  # a kept np.asarray(array)[lo:hi]
         self.export_span = (0, N)
         where = "gpu" if on_gpu and DEVICE else "host"
+        # Whether each side's buffer was made yet (an array made with no data has none until
+        # a side first uses it; free_device drops only a device buffer that was made).
+        self.host_made = made != "zeros" and made != "full"
+        self.device_made = where == "gpu"
         if made == "data":
             self.array = sa.SmartArray(self.model.copy())
             self.bytes = ByteModel()
@@ -210,6 +214,7 @@ class CoherenceMachine(RuleBasedStateMachine):
 
     def to_host(self, extent: list[tuple[int, int]]) -> list[Copy]:
         """The downloads a host read of ``extent`` makes (the model updated)."""
+        self.host_made = True
         return self.bytes.copy_to("host", extent)
 
     def to_device(self, extent: list[tuple[int, int]]) -> list[Copy]:
@@ -219,17 +224,20 @@ class CoherenceMachine(RuleBasedStateMachine):
         of host data: nothing written through it is left)."""
         whole = extent == WHOLE and self.bytes.all_stale("gpu")
         copies = self.bytes.copy_to("gpu", extent, coalesce=not self.handed_out)
+        self.device_made = True
         if whole:
             self.handed_out = False
         return copies
 
     def host_written(self, extent: list[tuple[int, int]] = WHOLE) -> None:
+        self.host_made = True
         self.bytes.written("host", extent)
         self.handed_out = False
 
     def device_written(self, extent: list[tuple[int, int]] = WHOLE) -> list[Copy]:
         """A device write of ``extent``; returns the downloads that refresh a live host export
         (the bytes current only on the device, after every device write)."""
+        self.device_made = True
         self.bytes.written("gpu", extent)
         self.handed_out = False
         return [] if self.export is None else self.to_host(WHOLE)
@@ -700,10 +708,20 @@ class CoherenceMachine(RuleBasedStateMachine):
     def free_device(self) -> None:
         # Downloads the bytes current only on the device, and (while a copy handed out by
         # get('gpu') since the last change may have been written) those current on both.
+        # Every byte is then current on the host only; but a device buffer never made is
+        # not there to drop, and with a host buffer never made either (no copy needed) every
+        # byte keeps its fill on both sides.
+        if not self.device_made:
+            self.expect_step(self.array.free_device)
+            return
         model = self.bytes
         copies = model.copy_to("host", WHOLE, also=model.device if self.handed_out else None)
         self.expect_step(self.array.free_device, copies)
-        model.device[:] = False
+        if copies:
+            self.host_made = True
+        if self.host_made:
+            model.device[:] = False
+        self.device_made = False
         self.handed_out = False
 
     @invariant()
