@@ -176,14 +176,15 @@ def test_kernel_launch_costs_the_same(exports: list[Any]) -> None:
         inc[1, 32](a)
         inc[1, 32](a)
         np.testing.assert_array_equal(a.get("host"), np.full(16, 2.0))
-    assert (t.h2d_count, t.d2h_count) == (1, 1)
+    # zeros are made on the device where the kernel first uses them: only the result moves.
+    assert (t.h2d_count, t.d2h_count) == (0, 1)
     assert exports == []
 
 
 @pytest.mark.device
 def test_numba_cuda_hints_around_smartarrays_act_as_intents(exports: list[Any]) -> None:
     x = smartarray.asarray(np.arange(8.0))
-    y = smartarray.ones(8)
+    y = smartarray.asarray(np.ones(8))  # (from data, so that In(y) has something to upload)
     out = smartarray.zeros(8)
     with smartarray.track_transfers() as t:
         vectorized_add[1, 8](cuda.In(x), cuda.In(y), cuda.Out(out))
@@ -225,7 +226,13 @@ def test_read_only_and_snapshot_exports_keep_the_device_copy() -> None:
     assert not y.flags.writeable
     np.testing.assert_array_equal(y, np.ones(4))
     np.testing.assert_array_equal(z, np.ones(16))
-    assert (t.h2d_count, t.d2h_count) == (0, 1)
+    # The diagonal reads its four elements' bytes in one copy across the device-only bytes
+    # between them (0..128); those bytes keep their state, so the whole-array export reads
+    # them again (8..120).
+    assert [(r.direction, r.offset, r.nbytes) for r in t.records] == [
+        ("d2h", 0, 128),
+        ("d2h", 8, 112),
+    ]
     assert a.location == "both"
     with smartarray.track_transfers() as t:
         inc[1, 32](a)  # the device copy is still current: no upload

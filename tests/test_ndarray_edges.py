@@ -318,11 +318,21 @@ def test_einsum_view_of_device_only_data_copies_nothing_and_writes_are_tracked()
         rotated = np.rot90(a)
         assert diagonal.flags.writeable and rotated.flags.writeable
     with smartarray.track_transfers() as ledger:
-        diagonal[...] = 5.0  # one download; the device copy is now stale
-        assert a.location == "host"
-        inc[1, 16](flat)  # one upload
-        assert np.trace(a) == 24.0 and rotated[3, 0] == 6.0  # one download
-    assert (ledger.h2d_count, ledger.d2h_count) == (1, 2)
+        # Overwrites the diagonal's four elements (its rows' ranges, issue 21): nothing to
+        # download, and only those bytes' device copy is stale.
+        diagonal[...] = 5.0
+        assert a.location == "mixed" and diagonal.location == "host"
+        inc[1, 16](flat)  # uploads the four elements, one copy each (between them: newer bytes)
+        # One download of the diagonal's elements across the device-only bytes between them
+        # (rotated[3, 0] is a[0, 0], among them).
+        assert np.trace(a) == 24.0 and rotated[3, 0] == 6.0
+    assert [(r.direction, r.offset, r.nbytes) for r in ledger.records] == [
+        ("h2d", 0, 8),
+        ("h2d", 40, 8),
+        ("h2d", 80, 8),
+        ("h2d", 120, 8),
+        ("d2h", 0, 128),
+    ]
 
 
 def test_einsum_errors_are_numpy_s() -> None:
@@ -564,18 +574,20 @@ def test_pickle_loads_in_another_process(tmp_path: Path, simulator: bool) -> Non
 
 
 @pytest.mark.device
-def test_pickle_of_device_only_data_downloads_each_byte_once() -> None:
+def test_pickle_of_device_only_data_downloads_only_stale_bytes() -> None:
     a = SmartArray(np.arange(8.0), label="on-device")
     inc[1, 8](a)  # only the device copy is current
     view = a[1::2]
     with smartarray.track_transfers() as ledger:
         data = pickle.dumps(view)
-        again = pickle.dumps(a)  # only the bytes the view did not cover are downloaded
-    # The view covers bytes 8..64 (its elements and the gaps between them, in one copy:
-    # closer than the coalescing gap); then a needs only bytes 0..8 (issue 21).
+        again = pickle.dumps(a)  # only the bytes still stale on the host are downloaded
+    # The view reads its elements' bytes in one copy across the gaps between them (8..64:
+    # closer than the coalescing gap). The gaps copied along keep their state (issue 21: a
+    # coalesced copy changes the state of the requested bytes only), so a then reads its
+    # other elements, again in one copy across the gaps (0..56).
     assert [(r.direction, r.offset, r.nbytes) for r in ledger.records] == [
         ("d2h", 8, 56),
-        ("d2h", 0, 8),
+        ("d2h", 0, 56),
     ]
     assert a.location == "both"
     restored = pickle.loads(data)

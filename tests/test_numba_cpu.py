@@ -702,7 +702,7 @@ def test_device_only_array_is_downloaded_once() -> None:
 def test_kernel_njit_kernel_transfer_counts() -> None:
     a = smartarray.zeros(16)
     with smartarray.track_transfers() as t:
-        inc[1, 32](a)  # H2D
+        inc[1, 32](a)  # no copy: zeros are made and filled on the device where first used
         scale(a, 2.0)  # D2H, device stale
         inc[1, 32](a)  # H2D
         assert total(In(a)) == 48.0  # D2H, device stays valid
@@ -711,7 +711,7 @@ def test_kernel_njit_kernel_transfer_counts() -> None:
         inc[1, 32](a)  # H2D
         r = ident(a)  # D2H
         assert r is a
-    assert (t.h2d_count, t.d2h_count) == (3, 4)
+    assert (t.h2d_count, t.d2h_count) == (2, 4)
     np.testing.assert_array_equal(a.get("host"), np.full(16, 3.0))
 
 

@@ -67,10 +67,14 @@ def assert_raises_same(numpy_call: Callable[[], Any], smart_call: Callable[[], A
 
 
 def assert_shares_state(view: SmartArray, base: SmartArray) -> None:
-    """``view`` is a SmartArray view of ``base``: same allocation, so one coherence state."""
+    """``view`` is a SmartArray view of ``base`` (whose bytes are all in one state): same
+    allocation, so its bytes are in that state too; a view with no bytes of a buffer with
+    some is current on both sides (issue 21)."""
     assert isinstance(view, SmartArray)
     assert view.label == base.label
-    assert view.location == base.location
+    assert view._alloc is base._alloc
+    no_bytes = view.nbytes == 0 and view._alloc.nbytes > 0
+    assert view.location == ("both" if no_bytes else base.location)
 
 
 # Sample arrays: (numpy array, SmartArray with the same layout). Views are made the same way
@@ -1438,14 +1442,18 @@ def test_device_only_reads_copy_exactly_once(name: str, read: Callable[[Any], An
         second = read(a)
     # Every byte read is downloaded once, the first time. Iterating reads the three rows one
     # at a time (a copy each); a[1:, ::2] needs bytes 32..88 only (rows 1 and 2, columns 0
-    # and 2: one copy, the gaps between them included), and the rest stays on the device.
+    # and 2: one copy, the gaps between them included), a scalar read only its element's
+    # bytes (a[1, 2]: 48..56, a[0, 1]: 8..16), and the rest stays on the device.
+    read_view = {"view-read": a[1:, ::2], "scalar": a[1:2, 2:3], "bool": a[0:1, 1:2]}
     expected_copies = {
         "iter": [("d2h", 0, 32), ("d2h", 32, 32), ("d2h", 64, 32)],
         "view-read": [("d2h", 32, 56)],
+        "scalar": [("d2h", 48, 8)],
+        "bool": [("d2h", 8, 8)],
     }.get(name, [("d2h", 0, 96)])
     assert copies(t) == expected_copies
-    if name == "view-read":
-        assert a.location == "gpu" and a[1:, ::2].location == "both"
+    if name in read_view:
+        assert a.location == "gpu" and read_view[name].location == "both"
         assert not a.is_valid("host") and a.is_valid("gpu")
     else:
         assert a.location == "both" and a.is_valid("host") and a.is_valid("gpu")
@@ -1539,9 +1547,9 @@ def test_zeros_on_device_then_views_reads_and_writes() -> None:
     with sa.track_transfers() as t:
         assert view.sum() == 0.0
         assert a[7] == 0.0
-    # The view's 24 bytes first; then a[7] reads the whole array: its stale bytes 0..16 and
-    # 40..64 are closer than the coalescing gap, so one copy of 0..64 (the current gap too).
-    assert copies(t) == [("d2h", 16, 24), ("d2h", 0, 64)]
+    # The view's 24 bytes first; then a[7] reads its own 8 bytes only (issue 21).
+    assert copies(t) == [("d2h", 16, 24), ("d2h", 56, 8)]
+    assert a.location == "gpu" and a[2:5].location == a[7:].location == "both"
     view[1] = 3.0
     assert not a.is_valid("gpu") and a[3] == 3.0
     filled = sa.full(8, 2.0, where="gpu")

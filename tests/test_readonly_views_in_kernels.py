@@ -87,24 +87,32 @@ def test_read_only_view_of_a_written_allocation_is_read(order: str, start: str) 
         else:
             copy_from_first[1, N](diagonal, a[:, 2])
     # Nothing is copied when the device copy was current. From the host (a is 4x4 float64,
-    # 128 bytes; its column 2 spans bytes 16..120, the diagonal all of them, see below),
-    # each argument uploads its bytes still stale on the device (issue 21): the diagonal
-    # first uploads everything; the column first uploads 16..120, then the diagonal's two
-    # stale ends (0..16, 120..128), in one copy across the bytes between them (closer than
-    # the coalescing gap, and none newer on the device).
+    # 128 bytes; its column 2 is bytes 16..24, 48..56, 80..88 and 112..120, its diagonal
+    # 0..8, 40..48, 80..88 and 120..128), each argument uploads its bytes still stale on the
+    # device (issue 21), in one copy across the bytes between them (closer than the
+    # coalescing gap, and none newer on the device): the column 16..120, then the diagonal
+    # 0..128; or the diagonal first, then the column's elements that were only copied along
+    # in its gaps (a coalesced copy changes the state of the requested bytes only).
     if start != "host":
         assert copies(t) == []
     elif order == "written first":
         assert copies(t) == [("h2d", 16, 104), ("h2d", 0, 128)]
     else:
-        assert copies(t) == [("h2d", 0, 128)]
-    # the written column is current on the device only, the rest where it was current
-    assert a.location == "gpu" and a[:, 2].location == "gpu"
+        assert copies(t) == [("h2d", 0, 128), ("h2d", 16, 104)]
+    # The written column is current on the device only, the rest where it was current
+    # (from the host: the bytes in neither argument on the host only, so a is 'mixed').
+    assert a.location == ("mixed" if start == "host" else "gpu")
+    assert a[:, 2].location == "gpu"
     with sa.track_transfers() as t:
         result = np.asarray(a)
-    # one download: the column's bytes (with the gaps between them), or everything when only
-    # the device copy was current
-    assert copies(t) == [("d2h", 0, 128) if start == "gpu" else ("d2h", 16, 104)]
+    # Everything when only the device copy was current; else the column's bytes: in one copy
+    # with the gaps between them when those are current on both sides, else one copy each
+    # (from the host, the gaps are newer on the host).
+    assert copies(t) == {
+        "gpu": [("d2h", 0, 128)],
+        "both": [("d2h", 16, 104)],
+        "host": [("d2h", 16, 8), ("d2h", 48, 8), ("d2h", 80, 8), ("d2h", 112, 8)],
+    }[start]
     np.testing.assert_array_equal(result, _expected_column_from_diagonal())
 
 
@@ -133,16 +141,19 @@ def test_read_only_view_that_the_analysis_counts_as_written_is_read() -> None:
     out = sa.zeros(N)
     with sa.track_transfers() as t:
         copy_plus_one[1, N](out, a.diagonal())
-    assert copies(t) == [("h2d", 0, N * 8), ("h2d", 0, N * N * 8)]  # out's zeros, a's data
-    assert a.location == "both" and out.location == "gpu"
+    # a's diagonal, in one copy across the bytes between its elements (out's zeros are made
+    # on the device: nothing to upload); only the diagonal's bytes become current on both sides
+    assert copies(t) == [("h2d", 0, N * N * 8)]
+    assert a.location == "host" and a.diagonal().location == "both" and out.location == "gpu"
     np.testing.assert_array_equal(np.asarray(out), np.diagonal(np.asarray(a)) + 1)
     # and with the written argument in the same allocation
     b = _square()
     with sa.track_transfers() as t:
         copy_plus_one[1, N](b[:, 2], b.diagonal())
-    # the column's bytes, then the diagonal's stale ends in one copy (as in
-    # test_read_only_view_of_a_written_allocation_is_read)
-    assert copies(t) == [("h2d", 16, 104), ("h2d", 0, 128)] and b.location == "gpu"
+    # the column's bytes, then the diagonal's in one copy (as in
+    # test_read_only_view_of_a_written_allocation_is_read); the rest stays on the host only
+    assert copies(t) == [("h2d", 16, 104), ("h2d", 0, 128)]
+    assert b.location == "mixed" and b[:, 2].location == "gpu"
     expected = _expected_column_from_diagonal()
     expected[:, 2] += 1
     np.testing.assert_array_equal(np.asarray(b), expected)
@@ -155,8 +166,9 @@ def test_read_only_view_in_a_tuple_argument_is_read() -> None:
         _copy_first_of_tuple[1, N](a[:, 2], (a.diagonal(),))
     if sa.tier() == "gpu":
         # numba-cuda prepares the tuple's arrays as arguments: the column's bytes, then the
-        # diagonal's stale ends (as in test_read_only_view_of_a_written_allocation_is_read)
-        assert copies(t) == [("h2d", 16, 104), ("h2d", 0, 128)] and a.location == "gpu"
+        # diagonal's (as in test_read_only_view_of_a_written_allocation_is_read)
+        assert copies(t) == [("h2d", 16, 104), ("h2d", 0, 128)]
+        assert a.location == "mixed" and a[:, 2].location == "gpu"
     else:
         # The simulator passes a tuple as it is: the kernel reads the diagonal through the
         # SmartArray, on the host. Only the column goes up; the diagonal's ends (bytes 0..16
@@ -184,7 +196,9 @@ def test_read_only_view_kept_read_only_while_another_view_is_written() -> None:
         copy_into[1, N](b, a.diagonal())
         copy_into[1, N](b, a.diagonal())  # the second launch: nothing to copy
     assert counts(t) == (1, 0)
-    assert a.location == "both" and b.location == "gpu"
+    # (only the diagonal's bytes were read: they are current on both sides, the rest of a
+    # on the host only)
+    assert a.location == "host" and a.diagonal().location == "both" and b.location == "gpu"
 
 
 @device

@@ -93,34 +93,43 @@ class ByteModel:
 
     A read makes its bytes current on one side, copying the stale runs among them; runs
     closer than the coalescing gap move in one copy with the bytes between them, unless one
-    of those is current only on the destination side (it would be overwritten).
+    of those is current only on the destination side (it would be overwritten). Only the
+    stale bytes asked for become current: the bytes between them keep their state.
     """
 
-    def __init__(self) -> None:
-        self.host = np.ones(NBYTES, dtype=bool)
-        self.device = np.zeros(NBYTES, dtype=bool)
+    def __init__(self, host: bool = True, device: bool = False) -> None:
+        self.host = np.full(NBYTES, host)
+        self.device = np.full(NBYTES, device)
 
     def copy_to(
-        self, where: str, extent: list[tuple[int, int]], also: np.ndarray | None = None
+        self,
+        where: str,
+        extent: list[tuple[int, int]],
+        also: np.ndarray | None = None,
+        coalesce: bool = True,
     ) -> list[Copy]:
         """Make ``where`` ('host' or 'gpu') current over ``extent``; return the copies. The
-        bytes of ``extent`` that are stale there are copied, and those marked in ``also``."""
+        bytes of ``extent`` that are stale there are copied, and those marked in ``also``
+        (runs merged across the coalescing gap unless ``coalesce`` is false)."""
         dest, source = (self.host, self.device) if where == "host" else (self.device, self.host)
         stale = np.zeros(NBYTES, dtype=bool)
         for lo, hi in extent:
             stale[lo:hi] = ~dest[lo:hi] if also is None else ~dest[lo:hi] | also[lo:hi]
         newer_on_dest = dest & ~source
-        gap = _ranges.coalesce_bytes()
+        gap = _ranges.coalesce_bytes() if coalesce else 0
         merged: list[tuple[int, int]] = []
         for lo, hi in _byte_runs(stale):
             if merged and lo - merged[-1][1] < gap and not newer_on_dest[merged[-1][1] : lo].any():
                 merged[-1] = (merged[-1][0], hi)
             else:
                 merged.append((lo, hi))
-        for lo, hi in merged:
-            dest[lo:hi] = True
+        dest |= stale
         direction = "d2h" if where == "host" else "h2d"
         return [(direction, lo, hi - lo) for lo, hi in merged]
+
+    def all_stale(self, where: str) -> bool:
+        """True when no byte is current on ``where`` ('host' or 'gpu')."""
+        return not (self.host if where == "host" else self.device).any()
 
     def written(self, where: str, extent: list[tuple[int, int]]) -> None:
         """The ``where`` copy of ``extent`` was written: the other copy of it is stale."""
@@ -147,20 +156,48 @@ class ByteModel:
 class CoherenceMachine(RuleBasedStateMachine):
     """Model: the true contents, and which copy of each byte the model says is current."""
 
-    @initialize(data=st.lists(value, min_size=N, max_size=N), on_gpu=st.booleans())
-    def create(self, data: list[float], on_gpu: bool) -> None:
+    @initialize(
+        data=st.lists(value, min_size=N, max_size=N),
+        on_gpu=st.booleans(),
+        made=st.sampled_from(["data", "zeros", "full", "empty"]),
+    )
+    def create(self, data: list[float], on_gpu: bool, made: str) -> None:
         self.add, self.copy = add_scalar, copy_into
         self.model = np.array(data)
-        self.array = sa.SmartArray(self.model.copy())
-        self.bytes = ByteModel()
         # A device copy handed out by get('gpu') since the last state change counts as
-        # possibly written: free_device downloads it first.
+        # possibly written: free_device downloads it first, and uploads are not coalesced.
         self.handed_out = False
         self.export: np.ndarray | None = None  # a kept np.asarray(array)[lo:hi]
         self.export_span = (0, N)
-        if on_gpu and DEVICE:
-            self.expect_step(lambda: self.array.get("gpu"), self.to_device(WHOLE))
-            self.handed_out = True
+        where = "gpu" if on_gpu and DEVICE else "host"
+        # Whether each side's buffer was made yet (an array made with no data has none until
+        # a side first uses it; free_device drops only a device buffer that was made).
+        self.host_made = made != "zeros" and made != "full"
+        self.device_made = where == "gpu"
+        if made == "data":
+            self.array = sa.SmartArray(self.model.copy())
+            self.bytes = ByteModel()
+            if where == "gpu":
+                self.expect_step(lambda: self.array.get("gpu"), self.to_device(WHOLE))
+                self.handed_out = True
+        elif made in ("zeros", "full"):
+            # Made with no data: current on both sides, each side's buffer made and filled
+            # where it is first used (no copy, ever); with where='gpu', on the device at once.
+            self.model[:] = 0.0 if made == "zeros" else data[0]
+            self.array = self.expect_step(
+                lambda: (
+                    sa.zeros(N, where=where)
+                    if made == "zeros"
+                    else sa.full(N, data[0], where=where)
+                )
+            )
+            self.bytes = ByteModel(host=where == "host", device=True)
+        else:  # empty, then every element assigned on the host: no copy
+            self.array = self.expect_step(lambda: sa.empty(N, where=where))
+            self.bytes = ByteModel(host=where == "host", device=True)
+            self.expect_step(lambda: self.array.__setitem__(slice(None), self.model))
+            self.host_written()
+        assert self.array.location == self.bytes.location()
         if DEVICE:
             self.scratch = sa.zeros(N, where="gpu")
             self.zeros = sa.zeros(N, where="gpu")
@@ -177,23 +214,30 @@ class CoherenceMachine(RuleBasedStateMachine):
 
     def to_host(self, extent: list[tuple[int, int]]) -> list[Copy]:
         """The downloads a host read of ``extent`` makes (the model updated)."""
+        self.host_made = True
         return self.bytes.copy_to("host", extent)
 
     def to_device(self, extent: list[tuple[int, int]]) -> list[Copy]:
-        """The uploads a device read of ``extent`` makes (the model updated); an upload ends a
-        hand-out by get('gpu') (a copy of host data: nothing written through it)."""
-        copies = self.bytes.copy_to("gpu", extent)
-        if copies:
+        """The uploads a device read of ``extent`` makes (the model updated): not coalesced
+        while a device copy handed out by get('gpu') may be written (bytes current on both
+        sides may be newer on the device); an upload of every byte ends the hand-out (a copy
+        of host data: nothing written through it is left)."""
+        whole = extent == WHOLE and self.bytes.all_stale("gpu")
+        copies = self.bytes.copy_to("gpu", extent, coalesce=not self.handed_out)
+        self.device_made = True
+        if whole:
             self.handed_out = False
         return copies
 
     def host_written(self, extent: list[tuple[int, int]] = WHOLE) -> None:
+        self.host_made = True
         self.bytes.written("host", extent)
         self.handed_out = False
 
     def device_written(self, extent: list[tuple[int, int]] = WHOLE) -> list[Copy]:
         """A device write of ``extent``; returns the downloads that refresh a live host export
         (the bytes current only on the device, after every device write)."""
+        self.device_made = True
         self.bytes.written("gpu", extent)
         self.handed_out = False
         return [] if self.export is None else self.to_host(WHOLE)
@@ -376,8 +420,10 @@ class CoherenceMachine(RuleBasedStateMachine):
         self.expect_step(lambda: view.__setitem__(k, v))  # (one element, overwritten)
         self.model[s[0] + k] = v
         self.host_written(_elements(s[0] + k, s[0] + k + 1))
-        # reading an element of the view reads the view: its bytes stale on the host come down
-        assert self.expect_step(lambda: view[k], self.to_host(_elements(*s))) == v
+        # reading an element of the view reads that element's bytes (current on the host)
+        assert (
+            self.expect_step(lambda: view[k], self.to_host(_elements(s[0] + k, s[0] + k + 1))) == v
+        )
 
     # --- iteration, pickles, threads (issue 24) -------------------------------------------
 
@@ -576,8 +622,8 @@ class CoherenceMachine(RuleBasedStateMachine):
 
     @rule(i=index)
     def read_scalar(self, i: int) -> None:
-        # a[i] reads the array a (all of its bytes stale on the host come down)
-        got = self.expect_step(lambda: self.array[i], self.to_host(WHOLE))
+        # a[i] reads that element's bytes only (issue 21)
+        got = self.expect_step(lambda: self.array[i], self.to_host(_elements(i, i + 1)))
         assert got == self.model[i]
 
     @needs_device
@@ -662,10 +708,20 @@ class CoherenceMachine(RuleBasedStateMachine):
     def free_device(self) -> None:
         # Downloads the bytes current only on the device, and (while a copy handed out by
         # get('gpu') since the last change may have been written) those current on both.
+        # Every byte is then current on the host only; but a device buffer never made is
+        # not there to drop, and with a host buffer never made either (no copy needed) every
+        # byte keeps its fill on both sides.
+        if not self.device_made:
+            self.expect_step(self.array.free_device)
+            return
         model = self.bytes
         copies = model.copy_to("host", WHOLE, also=model.device if self.handed_out else None)
         self.expect_step(self.array.free_device, copies)
-        model.device[:] = False
+        if copies:
+            self.host_made = True
+        if self.host_made:
+            model.device[:] = False
+        self.device_made = False
         self.handed_out = False
 
     @invariant()

@@ -76,5 +76,6 @@ def test_numba_cuda_transpose_with_a_smartarray_output() -> None:
     with patch, sa.track_transfers() as stats:
         result = transpose_module.transpose(a, b)
     assert result is b
-    assert (stats.h2d_count, stats.d2h_count) == (2, 0)
+    # a uploaded; b's zeros are made on the device where the kernel first uses them
+    assert (stats.h2d_count, stats.d2h_count) == (1, 0)
     np.testing.assert_array_equal(np.asarray(b), np.arange(6.0).reshape(2, 3).T)

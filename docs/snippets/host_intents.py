@@ -37,9 +37,11 @@ assert y.tolist() == [1.0, 2.0, 3.0, 4.0] and not host.flags.writeable
 a = sa.SmartArray(np.arange(9.0).reshape(3, 3))
 with sa.track_transfers() as t:
     copy[1, 3](a[:, 2], a.diagonal())  # the diagonal, a read-only view, is read: In
-# Each argument uploads its own bytes not yet on the device: column 2, then the diagonal's
-# first element (its other two are among the bytes just uploaded).
-assert (t.h2d_count, t.d2h_count) == (2, 0) and a.location == "gpu"
+# Each argument uploads its own bytes not yet on the device, in one copy across the bytes
+# between them: column 2 (bytes 16..72), then the diagonal's first two elements (0..40; its
+# last is column 2's). Only column 2 is written: the rest of `a` stays current on the host.
+assert [(r.offset, r.nbytes) for r in t.records] == [(16, 56), (0, 40)]
+assert t.d2h_count == 0 and a.location == "mixed" and a[:, 2].location == "gpu"
 assert a[:, 2].tolist() == [0.0, 4.0, 8.0]
 # --8<-- [end:readonly]
 
