@@ -352,7 +352,15 @@ def test_device_only_data_is_downloaded_once_and_marked_written_per_row(
         marks.append((where, extent))
         mark_changed(self, where, extent)
 
+    overwrite_host = Allocation.overwrite_host
+
+    def counting_elements(self: Allocation, extent: Any) -> None:
+        # (the element fast path of an array current partly on each side)
+        marks.append(("host", extent))
+        overwrite_host(self, extent)
+
     monkeypatch.setattr(Allocation, "mark_changed", counting)
+    monkeypatch.setattr(Allocation, "overwrite_host", counting_elements)
     with sa.track_transfers() as moved:
         np.random.default_rng(0).shuffle(x)
     # Every byte downloaded once: in one copy, but a 1-d array's elements are read one by one
