@@ -298,7 +298,6 @@ def test_no_transfers_refuses_a_range_copy_and_changes_nothing(exact: None) -> N
     np.testing.assert_array_equal(a, expected)
 
 
-
 @pytest.mark.device
 def test_element_writes_to_an_array_current_partly_on_each_side(exact: None) -> None:
     a = sa.SmartArray(np.zeros(64, dtype=np.int8))
@@ -563,3 +562,16 @@ class RangeMachine(RuleBasedStateMachine):
 
 RangeMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
 TestRanges = pytest.mark.device(RangeMachine.TestCase)
+
+
+@pytest.mark.device
+def test_the_benchmarks_hand_written_idioms_compute_what_the_smartarray_ones_do() -> None:
+    from smartarray.bench import idioms
+
+    for name, run, by_hand, _ in idioms.idioms(2048):
+        np.testing.assert_array_equal(
+            idioms.as_host(run()), idioms.as_host(by_hand()), err_msg=name
+        )
+    rows = idioms.timings(2048, 1)  # (the GPU table's code; times mean nothing here)
+    assert [r["idiom"] for r in rows] == [i[0] for i in idioms.idioms(2048)]
+    assert all(r["ratio"] > 0 for r in rows)

@@ -695,8 +695,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"\nTimings: everyday idioms, n={idiom_big} float64, default gap")
         print(
             format_table(
-                ["idiom", "time"],
-                [[r["idiom"], _ms(r["seconds"])] for r in results["idiom_timings"]],
+                ["idiom", "SmartArrays", "by hand", "ratio"],
+                [
+                    [r["idiom"], _ms(r["seconds"]), _ms(r["hand_seconds"]), f"{r['ratio']:.2f}"]
+                    for r in results["idiom_timings"]
+                ],
             )
         )
 
