@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy as _copy
 import functools
 import numbers
+import operator
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -1754,8 +1755,15 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         return self._host_view(write=False).tolist()
 
     def item(self, *args: Any) -> Any:
-        """Copy an element to a Python scalar (``ndarray.item``)."""
-        return self._host_view(write=False).item(*args)
+        """Copy an element to a Python scalar (``ndarray.item``); only that element's bytes
+        are made current on the host."""
+        element = _element_of(self._template(), args)  # numpy's IndexError before any copy
+        alloc = self._alloc
+        with alloc.lock:
+            if element is not None:
+                alloc.ensure_host(None, _span_of(element, alloc)[0])
+                return self._host_view(write=False, sync=False).item(*args)
+            return self._host_view(write=False).item(*args)
 
     # --- copies and layout ------------------------------------------------------------------
 
@@ -2120,6 +2128,28 @@ _NUMBA_LAYOUT_CACHES = (
     "_jit_rw_mi",
     "_jit_ro_mi",
 )
+
+
+def _element_of(layout: np.ndarray, args: tuple[Any, ...]) -> np.ndarray | None:
+    """The 0-d view of ``layout`` (a template: never read) that ``ndarray.item(*args)`` reads,
+    or None for ``item()``. Bad arguments raise numpy's errors (TypeError, ValueError,
+    IndexError) before anything is copied."""
+    if not args:
+        return None
+    single = args[0] if len(args) == 1 else None
+    if type(single) is tuple and len(single) == 1 and layout.ndim != 1:
+        single = single[0]  # (numpy reads a 1-tuple as a flat index)
+    if single is not None and type(single) is not tuple:
+        flat = operator.index(single)
+        if not -layout.size <= flat < layout.size:
+            raise IndexError(f"index {flat} is out of bounds for size {layout.size}")
+        index = tuple(np.unravel_index(flat % layout.size, layout.shape))
+    else:
+        items = args[0] if len(args) == 1 else args
+        index = tuple(operator.index(i) for i in items)
+        if len(index) != layout.ndim:
+            raise ValueError("incorrect number of indices for array")
+    return layout[(*index, Ellipsis)]
 
 
 def _span_of(layout: np.ndarray, alloc: Allocation) -> tuple[Extent | None, bool]:

@@ -575,3 +575,21 @@ def test_the_benchmarks_hand_written_idioms_compute_what_the_smartarray_ones_do(
     rows = idioms.timings(2048, 1)  # (the GPU table's code; times mean nothing here)
     assert [r["idiom"] for r in rows] == [i[0] for i in idioms.idioms(2048)]
     assert all(r["ratio"] > 0 for r in rows)
+
+
+@pytest.mark.device
+def test_item_copies_only_its_element_and_bad_indices_copy_nothing(exact: None) -> None:
+    reference = np.arange(12.0).reshape(3, 4)
+    a = sa.SmartArray(reference.copy())
+    step[1, 32](a.reshape(12))  # current on the device only
+    reference += 1
+    with sa.track_transfers() as t:
+        for args in [(5,), ((5,),), ((1, 2),), (1, 2), (np.int64(7),), (-1,)]:
+            assert a.item(*args) == reference.item(*args), args
+    assert [(r.offset, r.nbytes) for r in t.records] == [(40, 8), (48, 8), (56, 8), (88, 8)]
+    for bad in [(12,), (3, 0), ("x",), (1, 2, 3)]:
+        with sa.track_transfers() as t, pytest.raises((IndexError, TypeError, ValueError)) as got:
+            a.item(*bad)
+        assert t.count == 0
+        with pytest.raises(got.type, match=str(got.value).replace("(", r"\(")):
+            reference.item(*bad)
