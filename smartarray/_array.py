@@ -2143,13 +2143,16 @@ def _element_of(layout: np.ndarray, args: tuple[Any, ...]) -> np.ndarray | None:
         flat = operator.index(single)
         if not -layout.size <= flat < layout.size:
             raise IndexError(f"index {flat} is out of bounds for size {layout.size}")
-        index = tuple(np.unravel_index(flat % layout.size, layout.shape))
+        index: tuple[Any, ...] = tuple(
+            int(i) for i in np.unravel_index(flat % layout.size, layout.shape)
+        )
     else:
         items = args[0] if len(args) == 1 else args
         index = tuple(operator.index(i) for i in items)
         if len(index) != layout.ndim:
             raise ValueError("incorrect number of indices for array")
-    return layout[(*index, Ellipsis)]
+    element: np.ndarray = layout[(*index, Ellipsis)]
+    return element
 
 
 def _span_of(layout: np.ndarray, alloc: Allocation) -> tuple[Extent | None, bool]:

@@ -1443,13 +1443,20 @@ def test_device_only_reads_copy_exactly_once(name: str, read: Callable[[Any], An
     # Every byte read is downloaded once, the first time. Iterating reads the three rows one
     # at a time (a copy each); a[1:, ::2] needs bytes 32..88 only (rows 1 and 2, columns 0
     # and 2: one copy, the gaps between them included), a scalar read only its element's
-    # bytes (a[1, 2]: 48..56, a[0, 1]: 8..16), and the rest stays on the device.
-    read_view = {"view-read": a[1:, ::2], "scalar": a[1:2, 2:3], "bool": a[0:1, 1:2]}
+    # bytes (a[1, 2]: 48..56, a[0, 1]: 8..16; a.item(5): 40..48), and the rest stays on the
+    # device.
+    read_view = {
+        "view-read": a[1:, ::2],
+        "scalar": a[1:2, 2:3],
+        "bool": a[0:1, 1:2],
+        "item": a[1:2, 1:2],
+    }
     expected_copies = {
         "iter": [("d2h", 0, 32), ("d2h", 32, 32), ("d2h", 64, 32)],
         "view-read": [("d2h", 32, 56)],
         "scalar": [("d2h", 48, 8)],
         "bool": [("d2h", 8, 8)],
+        "item": [("d2h", 40, 8)],
     }.get(name, [("d2h", 0, 96)])
     assert copies(t) == expected_copies
     if name in read_view:
