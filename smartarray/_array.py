@@ -666,11 +666,6 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
                 prepare(stream, self._span())
             return alloc.device_view(self._offset, self._shape, self._strides, self._dtype)
 
-    def _covers_allocation(self) -> bool:
-        """True when this view is every element of its allocation (writing it all needs no
-        copy of the old data first)."""
-        return _covers(self._template(), self._alloc)
-
     def _span(self) -> Extent | None:
         """The bytes of the allocation this view covers (None: all of them); see
         :func:`smartarray._core.ranges.extent_of`."""
@@ -2164,14 +2159,6 @@ def _span_of(layout: np.ndarray, alloc: Allocation) -> tuple[Extent | None, bool
         layout.strides,
         layout.dtype.itemsize,
         alloc.nbytes,
-    )
-
-
-def _covers(layout: np.ndarray, alloc: Allocation) -> bool:
-    # Contiguous and as large as the buffer: every byte once (a broadcast view of as many
-    # bytes, with zero strides, would not be).
-    return layout.nbytes == alloc.nbytes and (
-        layout.flags.c_contiguous or layout.flags.f_contiguous
     )
 
 

@@ -427,8 +427,10 @@ def test_out_with_a_broadcast_view_still_uploads_the_rest() -> None:
     a = sa.SmartArray(np.arange(N, dtype=np.float64))
     same_size = np.broadcast_to(a[:1], (N,))  # N elements, but all are a[0]
     assert isinstance(same_size, sa.SmartArray)
-    assert not same_size._covers_allocation()
-    assert a._covers_allocation() and a.reshape(4, -1).T._covers_allocation()
+    # as many bytes as the buffer, but writing its elements does not write every byte
+    assert not same_size._overwrites_span()
+    for whole in (a, a.reshape(4, -1).T):
+        assert whole._span() is None and whole._overwrites_span()
 
 
 def test_free_device_releases_the_device_buffer() -> None:
