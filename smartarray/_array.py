@@ -478,7 +478,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
         alloc = self._alloc
         with alloc.lock:
             device = self._device_view(stream)
-            if not self._writeable:
+            if not self._writeable:  # (read by the caller's work: a pooled free waits for it)
+                _backend.address_handed_out(alloc.device)
                 return device
             # It may be written now: never dropped as clean (see Allocation.hand_out_device).
             return alloc.hand_out_device(self._offset, self._shape, self._strides, self._dtype)

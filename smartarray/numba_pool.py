@@ -1,8 +1,8 @@
 """Numba's own device allocations from smartarray's device memory pool (opt-in).
 
-With ``SMARTARRAY_DEVICE_POOL=1`` on a GPU, smartarray allocates SmartArrays' device buffers
-from the driver's stream-ordered memory pool (:mod:`smartarray._core.device_pool`; the
-plugin needs it too). Numba's own device arrays
+On a GPU, smartarray allocates SmartArrays' device buffers from the driver's stream-ordered
+memory pool (:mod:`smartarray._core.device_pool`; the plugin needs it, so not with
+``SMARTARRAY_DEVICE_POOL=0``). Numba's own device arrays
 (``cuda.device_array``, ``cuda.to_device``, the results of CUDA ufuncs called on plain
 arrays) still come from ``cuMemAlloc``, which is synchronous and keeps no cache. This module
 is a Numba External Memory Management (EMM) plugin over the same pool. Select it before
@@ -17,8 +17,8 @@ non-blocking stream must be kept alive until that work is done, as with any stre
 allocator); the pool keeps it for the next allocations, of Numba or of smartarray.
 
 RMM's plugin (``NUMBA_CUDA_MEMORY_MANAGER=rmm.allocators.numba``) remains an alternative:
-with it, Numba allocates from RMM, and smartarray too (through Numba), unless
-``SMARTARRAY_DEVICE_POOL=1`` gives smartarray its own pool.
+with it, Numba allocates from RMM, and so does smartarray (through Numba: it makes no pool of
+its own then).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ if HostOnlyCUDAMemoryManager is not None:
             Raises
             ------
             RuntimeError
-                When smartarray has no pool (no ``SMARTARRAY_DEVICE_POOL=1``, or no
+                When smartarray has no pool (``SMARTARRAY_DEVICE_POOL=0``, or no
                 stream-ordered allocator on this driver).
             """
             pool = _device_pool.active(_backend.tier() == "gpu")

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import collections
 import gc
+import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from numba import cuda
 import smartarray as sa
 from smartarray._core import backend as _backend
 from smartarray._core import device_pool as _device_pool
+from smartarray._cuda.arguments import kernel_argument
 
 N = 16
 NBYTES = N * 8
@@ -142,8 +144,8 @@ def test_streams_are_handed_to_the_resource_converted() -> None:
 
 
 def test_the_environment_turns_the_default_pool_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Opt-in until measured on a GPU (see smartarray._core.device_pool.enabled_by_environment).
-    cases = (("", False), ("1", True), ("On", True), ("0", False), ("off", False), ("No", False))
+    # On by default (see smartarray._core.device_pool.enabled_by_environment).
+    cases = (("", True), ("1", True), ("On", True), ("0", False), ("off", False), ("No", False))
     for value, enabled in cases:
         monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, value)
         assert _device_pool.enabled_by_environment() is enabled
@@ -162,6 +164,34 @@ def test_the_environment_turns_the_default_pool_off(monkeypatch: pytest.MonkeyPa
         assert asked == [True]  # asked once: the choice is made
     finally:
         _device_pool._POOL, _device_pool._CHOSEN = saved
+
+
+class FailingResource(FakeResource):
+    """A resource whose allocations fail with an error other than running out of memory."""
+
+    def allocate(self, size: int, *, stream: Any) -> FakeBuffer:
+        self.calls.append(("fails", size, stream))
+        raise RuntimeError("CUDA_ERROR_NOT_SUPPORTED (stand-in)")
+
+
+@simulator
+def test_the_default_pool_gives_up_on_an_error_and_numba_allocates() -> None:
+    fake = FailingResource()
+    with _device_pool.memory_resource(fake, fallback=True):
+        with pytest.warns(RuntimeWarning, match="device memory pool failed .*NOT_SUPPORTED"):
+            a = sa.SmartArray(np.arange(N, dtype=np.float64), where="gpu")
+        assert sa.device_pool_info() == {"enabled": False}  # off from now on
+        b = sa.SmartArray(np.ones(N), where="gpu")
+        assert fake.take() == [("fails", NBYTES, 0)]  # asked once
+        inc[1, N](a)
+        np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1.0)
+        np.testing.assert_array_equal(np.asarray(b), np.ones(N))
+    # A resource given (no fallback): its errors raise.
+    with (
+        _device_pool.memory_resource(FailingResource()),
+        pytest.raises(RuntimeError, match="NOT_SUPPORTED"),
+    ):
+        sa.SmartArray(np.ones(N), where="gpu")
 
 
 def test_without_a_gpu_there_is_no_pool_unless_one_is_given() -> None:
@@ -298,6 +328,167 @@ def test_a_scratch_copy_comes_from_the_pool_too(resource: FakeResource) -> None:
     assert calls[0] == ("allocate", NBYTES, 0) and ("close", NBYTES, 0) in calls
 
 
+# --- a buffer goes back to the pool only after the work that used it (simulator tier) -------
+#
+# The simulator runs everything at once, records no events, and has no default stream to wait
+# for; here events are stand-ins that record what waits for them, default-stream work counts
+# as it does on a GPU, and the pool's ordering step records what a free waits for, in the
+# resource's list of calls, right before the buffer's ``close``.
+
+
+class FakeEvent:
+    """A recorded event: ``log`` gets what waits for it."""
+
+    def __init__(self, stream: Any, log: Callable[[tuple[Any, ...]], None]) -> None:
+        self.stream, self.log = stream, log
+
+    def wait(self, stream: Any = 0) -> None:
+        self.log(("stream waits", self.stream, stream))
+
+    def synchronize(self) -> None:
+        self.log(("host waits", self.stream))
+
+    def query(self) -> bool:
+        return False
+
+
+@pytest.fixture
+def ordered(resource: FakeResource, monkeypatch: pytest.MonkeyPatch) -> FakeResource:
+    """The stand-in pool, with events and the default stream as on a GPU."""
+
+    def record_event(stream: Any, always: bool = False) -> Any:
+        if _backend.is_default_stream(stream) and not always:
+            return None
+        return FakeEvent(stream, lambda entry: resource.calls.append(entry))
+
+    def order(block: _device_pool.Block) -> None:
+        resource.calls.append(
+            ("free waits", tuple(e.stream for e in block.events), block.after_default_stream,
+             block.synchronize)
+        )
+
+    monkeypatch.setattr(_backend, "record_event", record_event)
+    monkeypatch.setattr(_backend, "is_gpu_default_stream", _backend.is_default_stream)
+    monkeypatch.setattr(_device_pool, "_ORDER_FREE", order)
+    return resource
+
+
+def launch_on(stream: Any, array: sa.SmartArray) -> None:
+    """What numba-cuda does with ``array`` in a launch of a writing kernel on ``stream`` (the
+    simulator hands launches' streams to no argument)."""
+    retr: list[Any] = []
+    device = kernel_argument(array, "inout", retr, stream)
+    device._ary[...] += 1
+    for callback in retr:
+        callback()
+
+
+@simulator
+def test_a_dropped_array_goes_back_after_work_on_another_stream(ordered: FakeResource) -> None:
+    s1, s2 = cuda.stream(), cuda.stream()
+    a = sa.SmartArray(np.arange(N, dtype=np.float64), where="gpu", stream=s1)
+    launch_on(s2, a)  # ordered after the upload on s1; then the buffer is used on s2
+    calls = ordered.take()
+    assert calls[0] == ("allocate", NBYTES, s1)
+    assert ("stream waits", s1, s2) in calls  # (the launch waits for the upload)
+    del a
+    gc.collect()
+    # The buffer goes back on s1, where it was allocated, after the kernel on s2.
+    assert ordered.take() == [("free waits", (s2,), False, False), ("close", NBYTES, s1)]
+
+
+@simulator
+def test_free_device_gives_back_after_default_stream_work(ordered: FakeResource) -> None:
+    s1 = cuda.stream()
+    a = sa.SmartArray(np.arange(N, dtype=np.float64), where="gpu", stream=s1)
+    inc[1, N](a)  # on the default stream: a free on s1 (non-blocking) must wait for it
+    ordered.take()
+    a.free_device()  # (spilled first: the host waited for the kernel)
+    calls = ordered.take()
+    assert calls[-2:] == [("free waits", (), True, False), ("close", NBYTES, s1)]
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1.0)
+
+
+@simulator
+def test_on_the_default_stream_a_free_waits_for_nothing(ordered: FakeResource) -> None:
+    a = sa.SmartArray(np.arange(N, dtype=np.float64))
+    for _ in range(3):
+        inc[1, N](a)
+    del a
+    gc.collect()
+    assert ordered.take()[-1:] == [("close", NBYTES, 0)]
+    assert not any(call[0] == "free waits" for call in ordered.calls)
+
+
+@simulator
+def test_a_buffer_handed_out_goes_back_after_the_whole_device(ordered: FakeResource) -> None:
+    a = sa.SmartArray(np.arange(N, dtype=np.float64), where="gpu")
+    handle = a.get("gpu")  # the caller may enqueue work on it anywhere
+    del a
+    gc.collect()
+    assert ordered.take() == [("allocate", NBYTES, 0)]  # the caller's array holds it
+    del handle
+    gc.collect()
+    assert ordered.take() == [("free waits", (), False, True), ("close", NBYTES, 0)]
+    b = sa.SmartArray(np.arange(N, dtype=np.float64), where="gpu")
+    read_only = b.diagonal() if b.ndim > 1 else np.broadcast_to(b, (2, N))
+    assert isinstance(read_only, sa.SmartArray) and not read_only.flags.writeable
+    handle = read_only.get("gpu")  # (a read-only view's cached device view: read anywhere)
+    del b, read_only, handle
+    gc.collect()
+    assert ordered.take()[-2:] == [("free waits", (), False, True), ("close", NBYTES, 0)]
+
+
+@simulator
+def test_work_on_another_stream_is_ordered_after_a_pooled_allocation(
+    ordered: FakeResource,
+) -> None:
+    s1, s2 = cuda.stream(), cuda.stream()
+    a = sa.empty(N, where="gpu", stream=s1)  # allocated on s1, nothing written yet
+    assert ordered.take() == [("allocate", NBYTES, s1)]
+    launch_on(s2, a)
+    assert ordered.take()[0] == ("stream waits", s1, s2)
+
+
+@simulator
+def test_the_ordering_step_waits_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # smartarray._core.backend's ordering of a pooled free, as it runs on a GPU.
+    log: list[tuple[Any, ...]] = []
+
+    class Cuda:
+        @staticmethod
+        def synchronize() -> None:
+            log.append(("device synchronised",))
+
+    monkeypatch.setattr(_backend, "tier", lambda: "gpu")
+    monkeypatch.setattr(_backend, "cuda", lambda: Cuda)
+    monkeypatch.setattr(_backend, "make_context_current", lambda: log.append(("context",)))
+    monkeypatch.setattr(
+        _backend, "wait_for_default_stream", lambda stream: log.append(("default", stream))
+    )
+    fake = FakeResource()
+    pool = _device_pool.DevicePool(fake)
+    block = pool.allocate(8, "s1")
+    e1, e2 = FakeEvent("s2", log.append), FakeEvent("s3", log.append)
+    block.order_after(e1)
+    block.order_after(e1)  # (once)
+    block.order_after(e2, default_stream=True)
+    _backend._order_pooled_free(block)
+    assert log == [
+        ("context",),
+        ("stream waits", "s2", "s1"),
+        ("stream waits", "s3", "s1"),
+        ("default", "s1"),
+    ]
+    log.clear()
+    block.order_after(unknown=True)  # the device, which covers the rest
+    _backend._order_pooled_free(block)
+    assert log == [("context",), ("device synchronised",)]
+    assert _device_pool._ORDER_FREE is _backend._order_pooled_free
+    block.free()
+    assert fake.take()[-1] == ("close", 8, "s1")
+
+
 # --- numba-cuda pointers over pooled buffers, and the Numba plugin (host tier) -------------
 
 
@@ -327,6 +518,56 @@ def test_a_pooled_pointer_lives_while_any_view_of_it_does() -> None:
     del view
     gc.collect()
     assert block.freed == 1 and (1 << 30) not in _backend._POOLED_POINTERS
+
+
+@host_tier
+def test_a_handed_out_buffer_goes_back_through_numbas_deallocation_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As cuMemFree would: after the device is done, when numba-cuda flushes its queue of
+    # device frees, which defer_cleanup() holds back.
+    from numba.cuda.cudadrv import devices, driver
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    log: list[str] = []
+
+    class Manager:
+        deallocations = driver._PendingDeallocs(capacity=1 << 40)
+
+    class Context:
+        memory_manager = Manager()
+
+    class Cuda:
+        @staticmethod
+        def synchronize() -> None:
+            log.append("device synchronised")
+
+    context = Context()
+    monkeypatch.setattr(_backend, "tier", lambda: "gpu")
+    monkeypatch.setattr(_backend, "cuda", lambda: Cuda)
+    monkeypatch.setattr(devices, "get_context", lambda: context)
+    # (made when numba-cuda initialises the driver, which this tier never does)
+    monkeypatch.setattr(driver, "_logger", logging.getLogger("numba.cuda"), raising=False)
+    fake = FakeResource()
+    pool = _device_pool.DevicePool(fake)
+    queue = Manager.deallocations
+    for handed_out in (False, True):
+        block = pool.allocate(NBYTES, 0)
+        array = DeviceNDArray((N,), (8,), F8, gpu_data=_backend.pooled_pointer(block))
+        if handed_out:
+            block.order_after(unknown=True)
+        with queue.disable():  # (defer_cleanup)
+            del array
+            gc.collect()
+            queue.clear()
+            if not handed_out:
+                assert fake.take() == [("allocate", NBYTES, 0), ("close", NBYTES, 0)]
+                assert len(queue) == 0 and log == []
+                continue
+            assert fake.take() == [("allocate", NBYTES, 0)] and len(queue) == 1
+        queue.clear()
+        assert log == ["device synchronised"]
+        assert fake.take() == [("close", NBYTES, 0)] and not block.synchronize
 
 
 @host_tier

@@ -24,8 +24,8 @@ N = 1 << 12
 
 @pytest.fixture(autouse=True)
 def pooled(monkeypatch: pytest.MonkeyPatch) -> object:
-    """The pool is opt-in (``SMARTARRAY_DEVICE_POOL=1``): on for these tests, in this process
-    (cuda.core's resource, as ``device_pool.active`` makes it) and in the ones they start."""
+    """The pool (on by default) with cuda.core's resource, as ``device_pool.active`` makes it,
+    whatever earlier tests chose; on in the processes these tests start too."""
     monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, "1")
     with _device_pool.memory_resource(
         _device_pool.CudaCoreResource(), _device_pool._core_stream
@@ -135,3 +135,47 @@ def test_the_environment_turns_the_pool_off(monkeypatch: pytest.MonkeyPatch) -> 
     proc = run_python(["-c", script], simulator=False, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.split()[-1] == "8.0"
+
+
+@cuda.jit
+def slow_copy(src, dst):  # type: ignore[no-untyped-def]
+    """``dst[:] = src`` after about 50 ms: work still reading ``src`` when the host goes on."""
+    i = cuda.grid(1)
+    for _ in range(500):
+        cuda.nanosleep(100_000)
+    if i < src.size:
+        dst[i] = src[i]
+
+
+@pytest.fixture
+def non_blocking_stream() -> object:
+    from cuda.bindings import driver
+
+    error, handle = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+    assert error == driver.CUresult.CUDA_SUCCESS
+    yield cuda.external_stream(int(handle))
+    cuda.synchronize()
+    driver.cuStreamDestroy(handle)
+
+
+@pytest.mark.parametrize("handed_out", [False, True])
+def test_a_dropped_array_is_not_reused_under_a_kernel_on_another_stream(
+    non_blocking_stream: object, handed_out: bool
+) -> None:
+    n = 1 << 20
+    blocks = (n + 255) // 256
+    a = sa.SmartArray(np.arange(n, dtype=np.float64), where="gpu")  # allocated on stream 0
+    b = sa.empty(n, where="gpu")
+    if handed_out:  # the caller's own launch on the raw device array: smartarray never sees it
+        slow_copy[blocks, 256, non_blocking_stream](a.get("gpu"), b.get("gpu"))
+        b.mark_changed("gpu")
+    else:
+        slow_copy[blocks, 256, non_blocking_stream](sa.In(a), sa.Out(b))
+    del a
+    gc.collect()
+    # The same size from the pool on the default stream, overwritten at once: the memory a
+    # had must not be reused before the kernel on the non-blocking stream has read it.
+    c = sa.full(n, -1.0, where="gpu")
+    non_blocking_stream.synchronize()  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(np.asarray(b), np.arange(n, dtype=np.float64))
+    np.testing.assert_array_equal(np.asarray(c), np.full(n, -1.0))

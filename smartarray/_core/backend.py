@@ -196,10 +196,11 @@ class DeviceOutOfMemory(MemoryError):
 def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: Any = 0) -> Any:
     """Allocate an uninitialised contiguous device array.
 
-    From the device memory pool (:mod:`smartarray._core.device_pool`, on a GPU with
-    ``SMARTARRAY_DEVICE_POOL=1``), allocated on ``stream`` and given back to the pool on it
-    when the array and every view of it are gone; else from numba-cuda (``cuda.device_array``,
-    or the external memory manager Numba was given). The array is never bound to ``stream``:
+    From the device memory pool (:mod:`smartarray._core.device_pool`, on a GPU unless
+    ``SMARTARRAY_DEVICE_POOL=0``), allocated on ``stream`` and given back to the pool on it
+    when the array and every view of it are gone (after the work that used it: see
+    :func:`order_release`); else from numba-cuda (``cuda.device_array``, or the external
+    memory manager Numba was given). The array is never bound to ``stream``:
     a Numba device array bound to a stream makes its later copies asynchronous on that
     stream, which smartarray must choose per copy.
 
@@ -213,7 +214,13 @@ def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: An
         pool = device_pool()
         size = int(np.prod(shape, dtype=np.int64))
         if pool is not None and size:
-            return _pooled_array(pool.allocate(size * dtype.itemsize, stream), shape, dtype, order)
+            try:
+                block = pool.allocate(size * dtype.itemsize, stream)
+            except Exception as exc:
+                if is_out_of_memory(exc) or not _device_pool.give_up(pool, exc):
+                    raise
+            else:
+                return _pooled_array(block, shape, dtype, order)
         return cuda().device_array(shape, dtype=dtype, order=order)
     except Exception as exc:
         if is_out_of_memory(exc):
@@ -253,12 +260,20 @@ def pooled_pointer(block: _device_pool.Block) -> Any:
 
     address = block.address
     pointers = _POOLED_POINTERS
+    context = devices.get_context() if tier() == "gpu" else None
+    # (numba-cuda's queue for device memory, flushed before it retries an allocation that ran
+    # out of memory, and held back by defer_cleanup(); see trim_device_pool)
+    deallocations = getattr(getattr(context, "memory_manager", None), "deallocations", None)
 
     def release() -> None:  # (no reference to the pointer: it would never die)
         pointers.pop(address, None)
-        block.free()
+        if deallocations is not None and getattr(block, "synchronize", False):
+            # Handed out: freed after the device is done, through numba-cuda's deallocation
+            # queue (as cuMemFree is), which defer_cleanup() holds back.
+            deallocations.add_item(_free_after_device, block, block.nbytes)
+        else:
+            block.free()
 
-    context = devices.get_context() if tier() == "gpu" else None
     pointer = driver.AutoFreePointer(
         weakref.proxy(context) if context is not None else None,
         driver.binding.CUdeviceptr(address),
@@ -270,7 +285,8 @@ def pooled_pointer(block: _device_pool.Block) -> Any:
 
 
 def _pooled_array(block: _device_pool.Block, shape: Any, dtype: np.dtype, order: str) -> Any:
-    """A device array of ``shape`` over the pooled buffer ``block``."""
+    """A device array of ``shape`` over the pooled buffer ``block`` (found again from the
+    array by :func:`pooled_block`)."""
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     strides = _contiguous_strides(shape, dtype.itemsize, order)
     if tier() == "simulator":  # (a stand-in pool, in tests: ordinary memory)
@@ -280,10 +296,80 @@ def _pooled_array(block: _device_pool.Block, shape: Any, dtype: np.dtype, order:
 
         raw = np.empty(block.nbytes, dtype=np.uint8)
         weakref.finalize(raw, block.free)  # every view keeps ``raw`` alive (as its base)
-        return FakeCUDAArray(np.ndarray(shape, dtype, buffer=raw, strides=strides))
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+        array: Any = FakeCUDAArray(np.ndarray(shape, dtype, buffer=raw, strides=strides))
+    else:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
-    return DeviceNDArray(shape, strides, dtype, gpu_data=pooled_pointer(block))
+        array = DeviceNDArray(shape, strides, dtype, gpu_data=pooled_pointer(block))
+    array._smartarray_block = block
+    return array
+
+
+def pooled_block(device: Any) -> _device_pool.Block | None:
+    """The pool's block under the device array ``device`` made by :func:`device_empty`, or
+    None (numba-cuda's memory, an adopted or mapped array, or a view)."""
+    return getattr(device, "_smartarray_block", None)
+
+
+def order_release(
+    device: Any, event: Any = None, default_stream_work: bool = False, unknown: bool = False
+) -> None:
+    """``device`` is let go of by its owner: if it is a pooled buffer, its return to the pool
+    (when its last view is gone) waits for ``event`` (the last device work on it, on a stream
+    other than the default), for the default stream (``default_stream_work``: the last work
+    on it ran there), or for the device (``unknown``: its address was handed out, and work on
+    it may be enqueued on streams smartarray does not see). numba-cuda's memory needs none of
+    this: ``cuMemFree`` waits for the device itself."""
+    block = pooled_block(device)
+    if block is None:
+        return
+    if default_stream_work and is_default_stream(block.stream):
+        default_stream_work = False  # (freed on the default stream: ordered after it anyway)
+    if event is not None or default_stream_work or unknown:
+        block.order_after(event, default_stream_work, unknown)
+
+
+def address_handed_out(device: Any) -> None:
+    """The address of ``device`` (or of a view of it) was handed out (``get('gpu')``, the
+    CUDA array interface, DLPack): if it is a pooled buffer, its return to the pool waits for
+    the device, since work on it may be enqueued where smartarray does not see it."""
+    block = pooled_block(device)
+    if block is not None:
+        block.order_after(unknown=True)
+
+
+def make_context_current() -> None:
+    """Make Numba's CUDA context current in this thread (GPU tier)."""
+    from numba.cuda.cudadrv import devices
+
+    devices.get_context()
+
+
+def _free_after_device(block: _device_pool.Block) -> None:
+    """Wait for the device, then give ``block`` back to the pool (numba-cuda's deallocation
+    queue runs this for a buffer whose address was handed out)."""
+    cuda().synchronize()
+    block.synchronize = False  # (done)
+    block.free()
+
+
+def _order_pooled_free(block: _device_pool.Block) -> None:
+    """Make a fenced block's stream wait for the work that used its buffer (see
+    :meth:`device_pool.Block.order_after`), just before the buffer goes back to the pool."""
+    if tier() != "gpu":
+        return  # (the simulator runs everything at once: nothing is pending)
+    make_context_current()  # (finalizers run in any thread)
+    stream = block.stream
+    if block.synchronize:  # (as cuMemFree does: the host waits for the device)
+        cuda().synchronize()
+        return
+    for event in block.events:
+        event.wait(plain_stream(stream))
+    if block.after_default_stream:
+        wait_for_default_stream(stream)
+
+
+_device_pool.set_free_ordering(_order_pooled_free)
 
 
 def device_pool() -> _device_pool.DevicePool | None:
@@ -309,8 +395,19 @@ def trim_device_pool() -> bool:
     pool = device_pool()
     if pool is None:
         return False
+    _flush_deferred_frees()
     pool.trim()
     return True
+
+
+def _flush_deferred_frees() -> None:
+    """Run numba-cuda's pending device deallocations (pooled buffers that were handed out go
+    back to the pool through them), unless ``defer_cleanup()`` holds them back."""
+    if tier() == "gpu":
+        manager = cuda().current_context().memory_manager
+        deallocations = getattr(manager, "deallocations", None)
+        if deallocations is not None:
+            deallocations.clear()
 
 
 def release_device_pool() -> int:
@@ -331,7 +428,10 @@ def release_device_pool() -> int:
     the device is out of memory. The device is synchronised first.
     """
     pool = device_pool()
-    return 0 if pool is None else pool.trim()
+    if pool is None:
+        return 0
+    _flush_deferred_frees()
+    return pool.trim()
 
 
 def device_pool_info() -> dict[str, Any]:
@@ -340,8 +440,8 @@ def device_pool_info() -> dict[str, Any]:
     Returns
     -------
     dict
-        ``enabled`` (False: numba-cuda allocates, e.g. in the simulator or without
-        ``SMARTARRAY_DEVICE_POOL=1``), and with a pool: ``resource`` (its type), ``allocations``
+        ``enabled`` (False: numba-cuda allocates, e.g. in the simulator or with
+        ``SMARTARRAY_DEVICE_POOL=0``), and with a pool: ``resource`` (its type), ``allocations``
         and ``frees`` (buffers), ``live_buffers``, ``live_bytes`` and ``peak_live_bytes``
         (allocated and not given back), ``trims``, and ``reserved_bytes`` (what the pool holds
         from the device, None if the resource does not tell).

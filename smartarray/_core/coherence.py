@@ -46,6 +46,7 @@ import _thread
 import enum
 import itertools
 import math
+import sys as _sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -706,6 +707,7 @@ class Allocation:
             # A new object, cached nowhere: the caller's alone, so the weak reference tells
             # whether the caller still holds it.
             handle = _backend.device_view(self.device, offset, shape, strides, dtype, new=True)
+            _backend.address_handed_out(self.device)
             self._handed_out = [ref for ref in self._handed_out if ref() is not None]
             self._handed_out.append(weakref.ref(handle))  # (every one since the last change)
             self._possibly_written = True
@@ -739,6 +741,7 @@ class Allocation:
         with self.lock:
             if self.device is not None:
                 self._exported_device = self.device
+                _backend.address_handed_out(self.device)
 
     def refresh_host_exports(self, stream: Any = None) -> None:
         """Device work wrote this allocation: if host exports are alive, bring them up to date.
@@ -760,6 +763,16 @@ class Allocation:
             self.wait_host()  # (mapped memory: waits for the device work that wrote it)
 
     # --- releasing ------------------------------------------------------------------------
+
+    def __del__(self) -> None:
+        # The allocation is gone: a pooled device buffer's return to the pool (once its last
+        # view is gone too) waits for the last device work on it (smartarray._core.backend.
+        # order_release); numba-cuda's cuMemFree waits for the device by itself.
+        device = self.device
+        if device is not None and (self._device_event is not None or self._default_stream_work):
+            if _sys.is_finalizing():  # (modules are torn down: the buffer frees itself)
+                return
+            _backend.order_release(device, self._device_event, self._default_stream_work)
 
     def free_device(self) -> None:
         """Drop the device copy, first copying it to the host if it is the only current one.
@@ -865,6 +878,8 @@ class Allocation:
     def _drop_device(self) -> None:
         """Let go of the (stale or duplicate) device copy; the host copy is current."""
         self._order_after_device_work(None)
+        # (a pooled buffer goes back to the pool on its stream: after default-stream work)
+        _backend.order_release(self.device, None, self._default_stream_work)
         self.device = None
         self._device_views.clear()  # views hold references to the device memory
         self._device_event = None
@@ -909,12 +924,19 @@ class Allocation:
             )
             self._device_owned = True
             fill = self._fill
+            noted = False
             if fill is not None:
                 if fill[0] is not UNDEFINED:  # made filled on the device: no copy
                     _backend.device_fill(device, fill[0], stream)
                     self._note_device_work(stream)
+                    noted = True
                 if self.host is not None:
                     self._fill = None  # (both buffers exist)
+            if not noted and _backend.pooled_block(device) is not None:
+                # Allocated from the pool on ``stream``: usable by work ordered after the
+                # allocation there, so work on other streams is ordered after it as after
+                # device work (the work this buffer is for follows on ``stream`` itself).
+                self._note_device_work(stream)
             self.device = device
         elif self._device_owned:
             _memory.touch(self)

@@ -8,26 +8,33 @@ current device, whose ``allocate(size, stream=...)`` is ``cuMemAllocFromPoolAsyn
 buffers' ``close(stream)`` is ``cuMemFreeAsync``. A buffer freed goes back to the pool on the
 stream it was allocated on (the stream of the operation that first needed the device copy),
 ordered after the work enqueued there, and the next allocation of that size is served from the
-pool without a driver allocation. :mod:`smartarray._core.backend` wraps each buffer so that
-Numba sees an ordinary device array; :mod:`smartarray.numba_pool` offers the same pool to
-Numba's own allocations (an EMM plugin, opt-in).
+pool without a driver allocation. Work on other streams that used the buffer is waited for
+first (:meth:`Block.order_after`: the owner records its last device work when it lets go of
+the buffer; a buffer whose address was handed out waits for the whole device, as ``cuMemFree``
+does). :mod:`smartarray._core.backend` wraps each buffer so that Numba sees an ordinary device
+array; :mod:`smartarray.numba_pool` offers the same pool to Numba's own allocations (an EMM
+plugin, opt-in).
 
 This module holds the pool's bookkeeping and imports nothing of smartarray's: the memory
-resource, and how a stream is handed to it, are given to it (:func:`use_memory_resource`,
-:func:`active`). A *memory resource* is any object with
+resource, how a stream is handed to it, and how a free waits for other streams, are given to
+it (:func:`use_memory_resource`, :func:`active`, :func:`set_free_ordering`). A *memory
+resource* is any object with
 
 - ``allocate(size, *, stream)`` returning a buffer whose ``int(buffer.handle)`` is its device
-  address and whose ``close(stream)`` gives it back, ordered on ``stream``;
+  address and whose ``close(stream)`` gives it back, ordered on ``stream`` (or, if the
+  resource has one, ``close(buffer, stream)`` of the resource does);
 - ``trim()``: give the memory the pool keeps but nothing uses back to the device (called
   when an allocation runs out of device memory, before any device copy is evicted);
 - optionally ``reserved_bytes()``: the bytes the pool holds from the device.
 
 ``cuda.core`` is imported only when the default resource is made (on a GPU), so importing
-smartarray without CUDA never imports it. The pool is opt-in until it has been measured on a
-GPU: the environment variable ``SMARTARRAY_DEVICE_POOL=1`` (read when the pool is first needed)
-turns it on; without it numba-cuda's ``cuda.device_array`` is used, as it is when Numba was
-given another memory manager (RMM's, through ``NUMBA_CUDA_MEMORY_MANAGER``): SmartArrays then
-allocate from that one.
+smartarray without CUDA never imports it. The pool is on by default on a GPU; the environment
+variable ``SMARTARRAY_DEVICE_POOL=0`` (read when the pool is first needed) turns it off, and
+numba-cuda's ``cuda.device_array`` is used instead, as it is when Numba was given another
+memory manager (RMM's, through ``NUMBA_CUDA_MEMORY_MANAGER``): SmartArrays then allocate from
+that one. If ``cuda.core`` cannot make the pool (a driver without stream-ordered allocation),
+or the pool fails with an error other than running out of memory, numba-cuda allocates too
+(:func:`give_up`, with a warning).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import contextlib
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -55,9 +63,28 @@ class Block:
         The memory resource's buffer object.
     stream
         The stream the buffer was allocated on, and is freed on.
+    events : list
+        Events of work on other streams that used the buffer: the free waits for them
+        (:meth:`order_after`).
+    after_default_stream : bool
+        True when work on the default stream used the buffer last: a free on a
+        non-blocking stream waits for the default stream first.
+    synchronize : bool
+        True when the buffer's address was handed out (work on it may have been enqueued
+        where smartarray cannot see): the free waits for the device, as ``cuMemFree`` does.
     """
 
-    __slots__ = ("_pool", "address", "buffer", "freed", "nbytes", "stream")
+    __slots__ = (
+        "_pool",
+        "address",
+        "after_default_stream",
+        "buffer",
+        "events",
+        "freed",
+        "nbytes",
+        "stream",
+        "synchronize",
+    )
 
     def __init__(self, pool: DevicePool, buffer: Any, nbytes: int, stream: Any) -> None:
         self._pool = pool
@@ -66,6 +93,26 @@ class Block:
         self.nbytes = nbytes
         self.stream = stream
         self.freed = False
+        self.events: list[Any] = []
+        self.after_default_stream = False
+        self.synchronize = False
+
+    def order_after(
+        self, event: Any = None, default_stream: bool = False, unknown: bool = False
+    ) -> None:
+        """Make the buffer's return to the pool wait for work that used it: work before
+        ``event`` (on a stream other than the buffer's), the default stream's work so far
+        (``default_stream``), or all the device's work (``unknown``: the address was handed
+        out). Called by the array that owns the buffer when it lets go of it."""
+        if event is not None and not any(e is event for e in self.events):
+            self.events.append(event)
+        self.after_default_stream |= default_stream
+        self.synchronize |= unknown
+
+    @property
+    def fenced(self) -> bool:
+        """True when the free must first wait for something (see :meth:`order_after`)."""
+        return self.synchronize or self.after_default_stream or bool(self.events)
 
     def free(self) -> None:
         """Give the buffer back to the pool, on its stream (once; later calls do nothing)."""
@@ -84,9 +131,17 @@ class DevicePool:
         takes; the identity by default.
     """
 
-    def __init__(self, resource: Any, to_stream: Callable[[Any], Any] | None = None) -> None:
+    def __init__(
+        self,
+        resource: Any,
+        to_stream: Callable[[Any], Any] | None = None,
+        fallback: bool = False,
+    ) -> None:
         self.resource = resource
         self._to_stream: Callable[[Any], Any] = to_stream or (lambda stream: stream)
+        # True for the pool made by default (see give_up): an error of the resource other
+        # than running out of memory turns it off, and numba-cuda allocates instead.
+        self.fallback = fallback
         self._lock = threading.Lock()
         self.allocations = 0  # buffers allocated
         self.frees = 0  # buffers given back
@@ -120,7 +175,13 @@ class DevicePool:
             self.live_bytes -= block.nbytes
         if sys.is_finalizing():  # (interpreter exit: the CUDA context may be gone already;
             return  # the buffer object frees itself, as far as there is anything left to free)
-        block.buffer.close(self._to_stream(block.stream))
+        if block.fenced and _ORDER_FREE is not None:
+            _ORDER_FREE(block)  # (the buffer's stream waits for the work that used it)
+        close = getattr(self.resource, "close", None)
+        if close is not None:
+            close(block.buffer, self._to_stream(block.stream))
+        else:
+            block.buffer.close(self._to_stream(block.stream))
 
     def trim(self) -> int:
         """Give the memory the pool holds and nothing uses back to the device; return the
@@ -163,24 +224,34 @@ class CudaCoreResource:
     """
 
     def __init__(self) -> None:
-        from cuda.core import Device, DeviceMemoryResource
+        from cuda.core import DeviceMemoryResource
         from numba import cuda
+        from numba.cuda.cudadrv import devices
 
-        device = Device(cuda.get_current_device().id)  # (the device of Numba's context)
-        self.device = device
-        self.resource = DeviceMemoryResource(device.device_id)
+        self._context = devices.get_context  # (makes Numba's context current in a thread)
+        self._synchronize = cuda.synchronize
+        # The device of Numba's context; cuda.core uses the device's current memory pool.
+        self.resource = DeviceMemoryResource(cuda.get_current_device().id)
 
     def allocate(self, size: int, *, stream: Any) -> Any:
         """``cuMemAllocFromPoolAsync`` of ``size`` bytes on ``stream`` (a ``cuda.core``
         stream); raises ``cuda.core``'s error (``CUDA_ERROR_OUT_OF_MEMORY``) when full."""
+        self._context()  # (a thread that has not used CUDA yet has no current context)
         return self.resource.allocate(size, stream=stream)
+
+    def close(self, buffer: Any, stream: Any) -> None:
+        """Give ``buffer`` back to the pool: ``cuMemFreeAsync`` on the stream it was
+        allocated on, which ``cuda.core`` recorded (``stream`` is that stream; not handed to
+        ``close`` again, which would need a current context to record a default stream)."""
+        self._context()  # (finalizers run in any thread)
+        buffer.close()
 
     def trim(self) -> None:
         """Wait for the device (frees still pending on some stream complete), then give every
         byte the pool holds and nothing uses back to the driver (``cuMemPoolTrimTo(0)``)."""
         from cuda.bindings import driver
 
-        self.device.sync()
+        self._synchronize()  # (Numba's context: cuda.core's Device.sync needs set_current)
         (error,) = driver.cuMemPoolTrimTo(self.resource.handle, 0)
         if error != driver.CUresult.CUDA_SUCCESS:
             raise RuntimeError(f"cuMemPoolTrimTo failed: {error}")
@@ -198,21 +269,28 @@ def _core_stream(stream: Any) -> Any:
     return _to_core_stream(stream or 0)
 
 
+# Orders a fenced block's free after the work that used it (its stream waits for the block's
+# events, or the default stream, or the host for the device): set by smartarray._core.backend,
+# which knows the streams and events (see Block.order_after).
+_ORDER_FREE: Callable[[Block], None] | None = None
+
+
+def set_free_ordering(order: Callable[[Block], None] | None) -> None:
+    """Let ``order(block)`` make a fenced block's stream wait before its buffer is freed."""
+    global _ORDER_FREE
+    _ORDER_FREE = order
+
+
 _LOCK = threading.Lock()
 _POOL: DevicePool | None = None
 _CHOSEN = False  # True once _POOL was set (by use_memory_resource, or made by active)
 
 
 def enabled_by_environment() -> bool:
-    """True when ``SMARTARRAY_DEVICE_POOL`` is ``1``, ``true``, ``on`` or ``yes``.
-
-    The pool is opt-in until it has been measured on a GPU: a buffer goes back to the pool on
-    the stream it was allocated on, so an array dropped while a kernel on another
-    (non-blocking) stream still reads it could have its memory reused under that kernel,
-    where ``cuMemFree`` waits for the device.
-    """
+    """False when ``SMARTARRAY_DEVICE_POOL`` is ``0``, ``false``, ``off`` or ``no``; True
+    otherwise (unset included: the pool is on by default on a GPU)."""
     value = os.environ.get(ENVIRONMENT_VARIABLE, "").strip().lower()
-    return value in ("1", "true", "on", "yes")
+    return value not in ("0", "false", "off", "no")
 
 
 def active(on_gpu: bool, allowed: Callable[[], bool] | None = None) -> DevicePool | None:
@@ -236,15 +314,39 @@ def active(on_gpu: bool, allowed: Callable[[], bool] | None = None) -> DevicePoo
             pool = None
             if wanted:
                 try:
-                    pool = DevicePool(CudaCoreResource(), _core_stream)
+                    pool = DevicePool(CudaCoreResource(), _core_stream, fallback=True)
                 except Exception:  # (an old driver or device: numba-cuda allocates)
                     pool = None
             _POOL, _CHOSEN = pool, True
     return _POOL
 
 
+def give_up(pool: DevicePool, error: BaseException) -> bool:
+    """The default pool failed with ``error`` (not an out-of-memory error): turn it off, with
+    a warning, so that numba-cuda allocates from now on; True if it was turned off.
+
+    Only the pool made by default (``pool.fallback``) gives up; a resource given to
+    :func:`use_memory_resource` keeps raising its errors. Buffers already allocated keep
+    going back to the pool they came from.
+    """
+    global _POOL
+    if not pool.fallback:
+        return False
+    with _LOCK:
+        if _POOL is pool:
+            _POOL = None
+    warnings.warn(
+        f"smartarray: the device memory pool failed ({type(error).__name__}: {error}); "
+        "SmartArrays' device buffers are allocated by numba-cuda from now on "
+        f"({ENVIRONMENT_VARIABLE}=0 turns the pool off from the start)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return True
+
+
 def use_memory_resource(
-    resource: Any, to_stream: Callable[[Any], Any] | None = None
+    resource: Any, to_stream: Callable[[Any], Any] | None = None, fallback: bool = False
 ) -> DevicePool | None:
     """Allocate smartarray's device buffers from ``resource`` from now on (None: no pool,
     numba-cuda allocates), and return the previous pool (None if there was none).
@@ -253,25 +355,27 @@ def use_memory_resource(
     turns smartarray's streams into what the resource takes (identity by default). Meant
     for tests (a stand-in resource) and for a pool configured differently (an owned
     ``DeviceMemoryResource``, with ``to_stream`` converting to ``cuda.core`` streams).
+    With ``fallback``, an error of the resource other than running out of memory turns the
+    pool off (:func:`give_up`), as for the pool made by default.
     """
     global _POOL, _CHOSEN
     with _LOCK:
         previous = _POOL
-        _POOL = None if resource is None else DevicePool(resource, to_stream)
+        _POOL = None if resource is None else DevicePool(resource, to_stream, fallback)
         _CHOSEN = True
     return previous
 
 
 @contextlib.contextmanager
 def memory_resource(
-    resource: Any, to_stream: Callable[[Any], Any] | None = None
+    resource: Any, to_stream: Callable[[Any], Any] | None = None, fallback: bool = False
 ) -> Iterator[DevicePool | None]:
     """Within the block, allocate from ``resource`` (see :func:`use_memory_resource`); then
     go back to the pool (or the choice still to make) found before. Yields the new pool."""
     global _POOL, _CHOSEN
     with _LOCK:
         saved = _POOL, _CHOSEN
-    use_memory_resource(resource, to_stream)
+    use_memory_resource(resource, to_stream, fallback)
     try:
         yield _POOL
     finally:

@@ -374,15 +374,20 @@ def touch(alloc: Allocation) -> None:
 
 @contextmanager
 def temporary_device(
-    shape: tuple[int, ...], dtype: np.dtype, label: str, keep: tuple[Allocation, ...]
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    label: str,
+    keep: tuple[Allocation, ...],
+    stream: Any = 0,
 ) -> Iterator[Any]:
-    """A scratch device array, counted against the limit while the block runs."""
+    """A scratch device array for work on ``stream`` (allocated there, from the device pool
+    if there is one), counted against the limit while the block runs."""
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     what = f"a scratch copy of {label}"
     _reserve(nbytes, what, keep)
     try:
         yield _make_evicting_on_oom(
-            nbytes, what, keep, lambda: _backend.device_empty(shape, dtype, "C")
+            nbytes, what, keep, lambda: _backend.device_empty(shape, dtype, "C", stream)
         )
     finally:
         with _BUDGET.lock:

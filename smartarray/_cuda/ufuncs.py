@@ -470,7 +470,9 @@ class SmartUFunc:
             return value[0]
         alloc = value._alloc
         # The scratch copy counts against the device memory limit while the reduction runs.
-        with _memory.temporary_device(value.shape, value.dtype, alloc.label, (alloc,)) as scratch:
+        with _memory.temporary_device(
+            value.shape, value.dtype, alloc.label, (alloc,), stream or 0
+        ) as scratch:
             with alloc.lock:
                 device = value._device_view(stream)
                 _backend.copy_d2d(device, scratch, stream)
