@@ -167,25 +167,51 @@ def test_the_environment_turns_the_default_pool_off(monkeypatch: pytest.MonkeyPa
 
 
 class FailingResource(FakeResource):
-    """A resource whose allocations fail with an error other than running out of memory."""
+    """A resource whose allocations fail, after the first ``succeed``, with ``error``, an
+    error other than running out of memory."""
+
+    error = "CUDA_ERROR_NOT_SUPPORTED (stand-in)"
+    succeed = 0
 
     def allocate(self, size: int, *, stream: Any) -> FakeBuffer:
+        if self.succeed:
+            self.succeed -= 1
+            return super().allocate(size, stream=stream)
         self.calls.append(("fails", size, stream))
-        raise RuntimeError("CUDA_ERROR_NOT_SUPPORTED (stand-in)")
+        raise RuntimeError(self.error)
 
 
 @simulator
-def test_the_default_pool_gives_up_on_an_error_and_numba_allocates() -> None:
+def test_the_default_pool_gives_up_on_an_error_and_numba_allocates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_device_pool, "_GIVEN_UP", [])
     fake = FailingResource()
-    with _device_pool.memory_resource(fake, fallback=True):
+    fake.succeed = 1
+    with _device_pool.memory_resource(fake, fallback=True) as pool:
+        assert pool is not None
+        kept = pool.allocate(NBYTES)  # (a buffer from before the failure)
         with pytest.warns(RuntimeWarning, match="device memory pool failed .*NOT_SUPPORTED"):
             a = sa.SmartArray(np.arange(N, dtype=np.float64), where="gpu")
-        assert sa.device_pool_info() == {"enabled": False}  # off from now on
+        info = sa.device_pool_info()  # off from now on
+        assert not info["enabled"] and "NOT_SUPPORTED" in info["given_up"]
         b = sa.SmartArray(np.ones(N), where="gpu")
-        assert fake.take() == [("fails", NBYTES, 0)]  # asked once
+        assert fake.take() == [("allocate", NBYTES, 0), ("fails", NBYTES, 0)]  # asked once
         inc[1, N](a)
         np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1.0)
         np.testing.assert_array_equal(np.asarray(b), np.ones(N))
+        kept.free()  # back to the pool it came from, which is still trimmed
+        assert sa.device_pool_info()["reserved_bytes"] == NBYTES
+        assert sa.release_device_pool() == NBYTES
+        assert fake.take() == [("close", NBYTES, 0), ("trim",)]
+    # Errors of earlier work (or any other than "not supported") are raised, pool kept.
+    _device_pool._GIVEN_UP.clear()
+    flaky = FailingResource()
+    flaky.error = "CUDA_ERROR_ILLEGAL_ADDRESS (stand-in)"
+    with _device_pool.memory_resource(flaky, fallback=True) as pool:
+        with pytest.raises(RuntimeError, match="ILLEGAL_ADDRESS"):
+            sa.SmartArray(np.ones(N), where="gpu")
+        assert sa.device_pool_info()["enabled"] and _device_pool.given_up() == []
     # A resource given (no fallback): its errors raise.
     with (
         _device_pool.memory_resource(FailingResource()),
@@ -354,22 +380,32 @@ class FakeEvent:
 
 @pytest.fixture
 def ordered(resource: FakeResource, monkeypatch: pytest.MonkeyPatch) -> FakeResource:
-    """The stand-in pool, with events and the default stream as on a GPU."""
+    """The stand-in pool, with events and the default stream as on a GPU: waits are recorded
+    in the resource's calls (a free's waits right before its ``close``)."""
+    log = resource.calls
 
     def record_event(stream: Any, always: bool = False) -> Any:
         if _backend.is_default_stream(stream) and not always:
             return None
         return FakeEvent(stream, lambda entry: resource.calls.append(entry))
 
-    def order(block: _device_pool.Block) -> None:
-        resource.calls.append(
-            ("free waits", tuple(e.stream for e in block.events), block.after_default_stream,
-             block.synchronize)
-        )
+    def wait_event(event: Any, stream: Any = None) -> None:
+        if event is not None:
+            event.wait(stream) if stream is not None else event.synchronize()
+
+    def wait_for_default_stream(stream: Any) -> None:
+        if not _backend.is_default_stream(stream):  # (as on a GPU: other streams only)
+            resource.calls.append(("waits for the default stream", stream))
 
     monkeypatch.setattr(_backend, "record_event", record_event)
+    monkeypatch.setattr(_backend, "wait_event", wait_event)
+    monkeypatch.setattr(_backend, "wait_for_default_stream", wait_for_default_stream)
     monkeypatch.setattr(_backend, "is_gpu_default_stream", _backend.is_default_stream)
-    monkeypatch.setattr(_device_pool, "_ORDER_FREE", order)
+    monkeypatch.setattr(
+        _backend, "synchronize_device", lambda: resource.calls.append(("device synchronised",))
+    )
+    monkeypatch.setattr(_device_pool, "_ORDER_FREE", _backend.wait_before_free)  # (as on a GPU)
+    assert log is resource.calls
     return resource
 
 
@@ -394,7 +430,7 @@ def test_a_dropped_array_goes_back_after_work_on_another_stream(ordered: FakeRes
     del a
     gc.collect()
     # The buffer goes back on s1, where it was allocated, after the kernel on s2.
-    assert ordered.take() == [("free waits", (s2,), False, False), ("close", NBYTES, s1)]
+    assert ordered.take() == [("stream waits", s2, s1), ("close", NBYTES, s1)]
 
 
 @simulator
@@ -405,7 +441,7 @@ def test_free_device_gives_back_after_default_stream_work(ordered: FakeResource)
     ordered.take()
     a.free_device()  # (spilled first: the host waited for the kernel)
     calls = ordered.take()
-    assert calls[-2:] == [("free waits", (), True, False), ("close", NBYTES, s1)]
+    assert calls[-2:] == [("waits for the default stream", s1), ("close", NBYTES, s1)]
     np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1.0)
 
 
@@ -416,8 +452,7 @@ def test_on_the_default_stream_a_free_waits_for_nothing(ordered: FakeResource) -
         inc[1, N](a)
     del a
     gc.collect()
-    assert ordered.take()[-1:] == [("close", NBYTES, 0)]
-    assert not any(call[0] == "free waits" for call in ordered.calls)
+    assert ordered.take() == [("allocate", NBYTES, 0), ("close", NBYTES, 0)]
 
 
 @simulator
@@ -429,14 +464,14 @@ def test_a_buffer_handed_out_goes_back_after_the_whole_device(ordered: FakeResou
     assert ordered.take() == [("allocate", NBYTES, 0)]  # the caller's array holds it
     del handle
     gc.collect()
-    assert ordered.take() == [("free waits", (), False, True), ("close", NBYTES, 0)]
+    assert ordered.take() == [("device synchronised",), ("close", NBYTES, 0)]
     b = sa.SmartArray(np.arange(N, dtype=np.float64), where="gpu")
     read_only = b.diagonal() if b.ndim > 1 else np.broadcast_to(b, (2, N))
     assert isinstance(read_only, sa.SmartArray) and not read_only.flags.writeable
     handle = read_only.get("gpu")  # (a read-only view's cached device view: read anywhere)
     del b, read_only, handle
     gc.collect()
-    assert ordered.take()[-2:] == [("free waits", (), False, True), ("close", NBYTES, 0)]
+    assert ordered.take()[-2:] == [("device synchronised",), ("close", NBYTES, 0)]
 
 
 @simulator
@@ -469,24 +504,42 @@ def test_the_ordering_step_waits_as_asked(monkeypatch: pytest.MonkeyPatch) -> No
     fake = FakeResource()
     pool = _device_pool.DevicePool(fake)
     block = pool.allocate(8, "s1")
-    e1, e2 = FakeEvent("s2", log.append), FakeEvent("s3", log.append)
-    block.order_after(e1)
-    block.order_after(e1)  # (once)
-    block.order_after(e2, default_stream=True)
+    assert not block.fenced
+    block.last_event = FakeEvent("s2", log.append)
+    block.after_default_stream = True
     _backend._order_pooled_free(block)
-    assert log == [
-        ("context",),
-        ("stream waits", "s2", "s1"),
-        ("stream waits", "s3", "s1"),
-        ("default", "s1"),
-    ]
+    assert log == [("context",), ("stream waits", "s2", "s1"), ("default", "s1")]
     log.clear()
-    block.order_after(unknown=True)  # the device, which covers the rest
+    block.synchronize = True  # (the address was handed out): the device covers the rest
+    _backend._order_pooled_free(block)
+    assert log == [("context",), ("device synchronised",)]
+    log.clear()
+
+    class Gone:  # an event whose stream was destroyed since: the device is waited for
+        def wait(self, stream: Any) -> None:
+            raise RuntimeError("CUDA_ERROR_INVALID_HANDLE (stand-in)")
+
+    block.synchronize, block.last_event = False, Gone()
     _backend._order_pooled_free(block)
     assert log == [("context",), ("device synchronised",)]
     assert _device_pool._ORDER_FREE is _backend._order_pooled_free
     block.free()
     assert fake.take()[-1] == ("close", 8, "s1")
+
+
+@simulator
+def test_a_free_that_fails_leaves_the_buffer_counted_live() -> None:
+    class Broken(FakeResource):
+        def close(self, buffer: FakeBuffer, stream: Any) -> None:
+            raise RuntimeError("CUDA_ERROR_INVALID_CONTEXT (stand-in)")
+
+    pool = _device_pool.DevicePool(Broken())
+    block = pool.allocate(8)
+    with pytest.raises(RuntimeError, match="INVALID_CONTEXT"):
+        block.free()
+    info = pool.info()
+    assert info["frees"] == 0 and info["live_bytes"] == 8
+    block.free()  # (once: not tried again)
 
 
 # --- numba-cuda pointers over pooled buffers, and the Numba plugin (host tier) -------------
@@ -555,7 +608,7 @@ def test_a_handed_out_buffer_goes_back_through_numbas_deallocation_queue(
         block = pool.allocate(NBYTES, 0)
         array = DeviceNDArray((N,), (8,), F8, gpu_data=_backend.pooled_pointer(block))
         if handed_out:
-            block.order_after(unknown=True)
+            block.synchronize = True
         with queue.disable():  # (defer_cleanup)
             del array
             gc.collect()
@@ -568,6 +621,41 @@ def test_a_handed_out_buffer_goes_back_through_numbas_deallocation_queue(
         queue.clear()
         assert log == ["device synchronised"]
         assert fake.take() == [("close", NBYTES, 0)] and not block.synchronize
+
+
+@host_tier
+def test_the_free_waits_for_the_last_work_however_its_array_dies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The block learns the last device work as it is recorded, not when its array dies: in
+    # a reference cycle the collector runs the pointer's finalizer (the free) first.
+    from smartarray._core.coherence import Allocation, State
+
+    events: list[str] = []
+    waited: list[Any] = []
+    monkeypatch.setattr(
+        _backend, "record_event", lambda stream, always=False: events.append(stream) or stream
+    )
+    monkeypatch.setattr(_device_pool, "_ORDER_FREE", lambda block: waited.append(block.last_event))
+    fake = FakeResource()
+    pool = _device_pool.DevicePool(fake)
+    block = pool.allocate(NBYTES, "s1")
+    device = _backend._pooled_array(block, (N,), F8, "C")
+    alloc = Allocation(
+        (N,), F8, "C", host=None, device=device, state=State.DEVICE, host_memory="pageable"
+    )
+    assert alloc._block is block
+    alloc._note_device_work("s2")  # a kernel on s2 used it last
+    assert block.last_event == "s2"
+
+    class Holder:
+        pass
+
+    holder = Holder()
+    holder.alloc, holder.me = alloc, holder  # type: ignore[attr-defined]
+    del alloc, device, holder
+    gc.collect()
+    assert waited == ["s2"] and fake.take()[-1] == ("close", NBYTES, "s1")
 
 
 @host_tier

@@ -28,7 +28,7 @@ def pooled(monkeypatch: pytest.MonkeyPatch) -> object:
     whatever earlier tests chose; on in the processes these tests start too."""
     monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, "1")
     with _device_pool.memory_resource(
-        _device_pool.CudaCoreResource(), _device_pool._core_stream
+        _device_pool.CudaCoreResource(), _device_pool._core_stream, fallback=True
     ) as pool:
         yield pool
 
@@ -43,6 +43,9 @@ def add() -> object:
 
 
 def test_the_pool_is_on_and_serves_device_copies() -> None:
+    resource = _device_pool.active(True).resource  # type: ignore[union-attr]
+    attributes = resource.resource.attributes  # smartarray's own pool, threshold bounded
+    assert attributes.release_threshold == resource.release_threshold > 0
     info = sa.device_pool_info()
     assert info["enabled"] and info["resource"] == "CudaCoreResource"
     before = sa.device_pool_info()
@@ -124,6 +127,23 @@ def test_the_numba_plugin_allocates_numbas_arrays_from_the_pool(
     assert proc.stdout.split()[-2] == "ok" and int(proc.stdout.split()[-1]) >= 1
 
 
+def test_the_pool_is_on_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(_device_pool.ENVIRONMENT_VARIABLE)
+    script = (
+        "import warnings\n"
+        "warnings.simplefilter('error', RuntimeWarning)\n"  # (the pool was made)
+        "import numpy as np, smartarray as sa\n"
+        "a = sa.SmartArray(np.ones(8), where='gpu')\n"
+        "info = sa.device_pool_info()\n"
+        "assert info['enabled'] and info['resource'] == 'CudaCoreResource', info\n"
+        "assert info['allocations'] == 1, info\n"
+        "print(float(np.asarray(a).sum()))\n"
+    )
+    proc = run_python(["-c", script], simulator=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split()[-1] == "8.0"
+
+
 def test_the_environment_turns_the_pool_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, "0")
     script = (
@@ -173,6 +193,8 @@ def test_a_dropped_array_is_not_reused_under_a_kernel_on_another_stream(
         slow_copy[blocks, 256, non_blocking_stream](sa.In(a), sa.Out(b))
     del a
     gc.collect()
+    # (a handed-out buffer goes back through numba-cuda's deallocation queue: flushed now)
+    cuda.current_context().memory_manager.deallocations.clear()
     # The same size from the pool on the default stream, overwritten at once: the memory a
     # had must not be reused before the kernel on the non-blocking stream has read it.
     c = sa.full(n, -1.0, where="gpu")

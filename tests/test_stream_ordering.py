@@ -11,6 +11,7 @@ host and @njit accesses for races. Launches on real streams run in test_gpu.py.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import numpy as np
@@ -127,14 +128,22 @@ def test_device_side_copy_and_adopted_arrays_order_later_streams(log: EventLog) 
 # the asynchronous copies into (or, for host writes, out of) its host buffer.
 
 
+# Operations that write device memory (a pool's allocation and free count as writes: nothing
+# else may touch the memory at the same time).
+DEVICE_WRITES = frozenset({"h2d", "kernel write", "fill", "alloc", "free"})
+
+
 class HappensBefore:
     """Operations on streams and what each is guaranteed to run after."""
 
     def __init__(self) -> None:
-        # op id -> (device buffer, host buffer, kind)
+        # op id -> (device memory, host buffer, kind)
         self.ops: dict[int, tuple[Any, Any, str]] = {}
         self.stream_past: dict[Any, set[int]] = {}
         self.host_done: set[int] = set()
+        # The device memory an operation touches, from the device array it is given: the
+        # array itself (each buffer its own memory); the pooled machine maps arrays to memory.
+        self.memory_of: Any = lambda device: device
 
     @staticmethod
     def _key(stream: Any) -> Any:
@@ -144,12 +153,13 @@ class HappensBefore:
         return self.stream_past.setdefault(self._key(stream), set())
 
     def operation(self, kind: str, device: Any, host: Any, stream: Any) -> None:
-        writes_device = kind in ("h2d", "kernel write")
+        device = self.memory_of(device)
+        writes_device = kind in DEVICE_WRITES
         past = self._past(stream)
         for op_id, (other_device, _, other_kind) in self.ops.items():
             if other_device is not device or op_id in past or op_id in self.host_done:
                 continue
-            if writes_device or other_kind in ("h2d", "kernel write"):
+            if writes_device or other_kind in DEVICE_WRITES:
                 raise AssertionError(f"device race: {other_kind} #{op_id} with {kind}")
         op_id = len(self.ops)
         self.ops[op_id] = (device, host, kind)
@@ -166,6 +176,10 @@ class HappensBefore:
     def wait_for_default_stream(self, stream: Any) -> None:
         self._past(stream).update(self._past(0))
 
+    def wait_for_stream(self, stream: Any, waiter: Any) -> None:
+        """``waiter`` waits for the work enqueued so far on ``stream`` (an event between)."""
+        self._past(waiter).update(self._past(stream))
+
     def check_host_access(self, host: Any, writes: bool) -> None:
         for op_id, (_, other_host, kind) in self.ops.items():
             conflicts = kind == "d2h" or (writes and kind == "h2d")
@@ -174,7 +188,12 @@ class HappensBefore:
 
     def device_freed(self, device: Any) -> None:
         # Freeing CUDA memory synchronises the device (numba-cuda's deferred frees too).
+        device = self.memory_of(device)
         self.host_done |= {i for i, (d, _, _) in self.ops.items() if d is device}
+
+    def synchronize(self) -> None:
+        """The host waited for the whole device."""
+        self.host_done |= set(self.ops)
 
 
 def _install_model(monkeypatch: pytest.MonkeyPatch, model: HappensBefore) -> None:
@@ -201,6 +220,37 @@ def _install_model(monkeypatch: pytest.MonkeyPatch, model: HappensBefore) -> Non
     monkeypatch.setattr(_backend, "wait_event", wait_event)
     monkeypatch.setattr(_backend, "wait_for_default_stream", model.wait_for_default_stream)
     monkeypatch.setattr(_backend, "is_gpu_default_stream", _backend.is_default_stream)
+
+
+@pytest.mark.skipif(sa.tier() != "simulator", reason="replaces the simulator's event functions")
+@pytest.mark.parametrize("order", ["second first", "first first"])
+def test_reads_on_two_streams_at_once_are_both_waited_for(
+    monkeypatch: pytest.MonkeyPatch, order: str
+) -> None:
+    # Two threads launch kernels reading the same array on two streams: both prepare their
+    # argument, then the launches' callbacks record the reads, in either order. Only the last
+    # event is kept, so it must cover both reads: a later writer (here on the default
+    # stream) and the free of a pooled buffer wait for that event alone.
+    model = HappensBefore()
+    _install_model(monkeypatch, model)
+    s1, s2 = cuda.stream(), cuda.stream()
+    a = sa.SmartArray(np.arange(N, dtype=np.float64))
+    a.to_gpu()
+    first: list[Any] = []
+    second: list[Any] = []
+    kernel_argument(a, "in", first, s1)
+    model.operation("kernel read", a._alloc.device, None, s1)
+    kernel_argument(a, "in", second, s2)
+    model.operation("kernel read", a._alloc.device, None, s2)
+    for callback in (second + first) if order == "second first" else (first + second):
+        callback()
+    retr: list[Any] = []
+    device = kernel_argument(a, "inout", retr, 0)
+    model.operation("kernel write", a._alloc.device, None, 0)  # (raises on a race)
+    device._ary[...] += 1
+    for callback in retr:
+        callback()
+    np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1.0)
 
 
 @njit
@@ -334,4 +384,168 @@ StreamOrderingMachine.TestCase.settings = settings(
 
 @pytest.mark.skipif(sa.tier() != "simulator", reason="replaces the simulator's event functions")
 class TestStreamOrdering(StreamOrderingMachine.TestCase):  # type: ignore[name-defined]
+    pass
+
+
+# --- the same, with device buffers from a stream-ordered pool ------------------------------
+#
+# On a GPU SmartArrays' device buffers come from the driver's stream-ordered pool: a buffer is
+# given back on the stream it was allocated on, and its memory is handed out again. Here a
+# stand-in pool does that, in the model: a free is an operation on the buffer's stream, which
+# must run after every earlier operation on that memory (on any stream: smartarray makes the
+# free wait for them, smartarray._core.device_pool.Block.order_after); an allocation that
+# reuses freed memory is ordered after the free (the driver's rule), and is an operation too,
+# after which the memory's first users on other streams must be ordered. Arrays are dropped
+# and made again (on the host, uploaded on a stream, filled on the device on a stream), and
+# device arrays handed out by get('gpu') are read by the caller's own kernels, which
+# smartarray never sees.
+
+
+class ModelledPool:
+    """A stand-in stream-ordered pool whose allocations and frees are model operations."""
+
+    def __init__(self, machine: PooledStreamOrderingMachine) -> None:
+        self.machine = machine
+        self.free: dict[int, list[int]] = {}
+        self.next_address = 1 << 20
+
+    def allocate(self, size: int, *, stream: Any) -> Any:
+        machine = self.machine
+        kept = self.free.get(size)
+        if kept:
+            address = kept.pop()
+            # (the driver orders an allocation reusing freed memory after the free)
+            machine.model.wait(machine.freed_after[address], stream)
+        else:
+            address, self.next_address = self.next_address, self.next_address + size
+        machine.model.operation("alloc", machine.memory(address), None, stream)
+        return PoolBuffer(address, size)
+
+    def close(self, buffer: PoolBuffer, stream: Any) -> None:
+        machine = self.machine
+        machine.spans = {k: v for k, v in machine.spans.items() if v != buffer.handle}
+        if not machine.closed:
+            memory = machine.memory(buffer.handle)
+            try:  # (frees run in finalizers, which swallow exceptions: kept for an invariant)
+                machine.model.operation("free", memory, None, stream)
+            except AssertionError as race:
+                machine.races.append(str(race))
+            machine.freed_after[buffer.handle] = machine.model.record(stream)
+        self.free.setdefault(buffer.size, []).append(buffer.handle)
+
+    def trim(self) -> None:
+        self.free.clear()
+
+
+class PoolBuffer:
+    def __init__(self, handle: int, size: int) -> None:
+        self.handle, self.size = handle, size
+
+
+MAKE = st.sampled_from(["host", "uploaded", "filled"])
+
+
+class PooledStreamOrderingMachine(StreamOrderingMachine):
+    def __init__(self) -> None:
+        from smartarray._core import device_pool as _device_pool
+
+        self.closed = False
+        self.spans: dict[tuple[int, int], int] = {}  # simulator memory -> pool address
+        self.keys: dict[int, object] = {}  # pool address -> the model's memory
+        self.freed_after: dict[int, frozenset[int]] = {}
+        self.handles: list[Any] = []
+        self.races: list[str] = []  # found in frees
+        self.pool = _device_pool.memory_resource(ModelledPool(self))
+        self.pool.__enter__()
+        super().__init__()
+        self.model.memory_of = self.memory_of
+        pooled_array, device_fill = _backend._pooled_array, _backend.device_fill
+
+        def register(block: Any, shape: Any, dtype: Any, order: str) -> Any:
+            array = pooled_array(block, shape, dtype, order)
+            start = array._ary.__array_interface__["data"][0]
+            self.spans[(start, start + block.nbytes)] = block.address
+            return array
+
+        def fill(device: Any, value: Any, stream: Any = 0) -> None:
+            self.model.operation("fill", device, None, stream)
+            device_fill(device, value, stream)
+
+        patch = self.monkeypatch.setattr
+        patch(_backend, "_pooled_array", register)
+        patch(_backend, "device_fill", fill)
+        patch(_backend, "synchronize_device", self.model.synchronize)
+        patch(_device_pool, "_ORDER_FREE", _backend.wait_before_free)  # (as on a GPU)
+
+    def memory(self, address: int) -> object:
+        return self.keys.setdefault(address, object())
+
+    def memory_of(self, device: Any) -> Any:
+        if not hasattr(device, "_ary"):
+            return device  # (the pool's own operations name the memory)
+        pointer = device._ary.__array_interface__["data"][0]
+        for (lo, hi), address in self.spans.items():
+            if lo <= pointer < hi:
+                return self.memory(address)
+        raise AssertionError("a device array outside the pool's buffers")
+
+    def teardown(self) -> None:
+        self.arrays, self.handles = [], []
+        gc.collect()  # (the last frees, still checked)
+        self.closed = True
+        self.pool.__exit__(None, None, None)
+        super().teardown()
+        assert self.races == []
+
+    @invariant()
+    def no_memory_goes_back_under_work_that_uses_it(self) -> None:
+        assert self.races == []
+
+    def _make_again(self, k: int, s: int, how: str) -> None:
+        values = np.arange(N, dtype=np.float64) * (k + 2)
+        self.arrays[k] = None  # type: ignore[call-overload]  # its buffer goes back now
+        stream = self.streams[s]
+        if how == "host":
+            self.arrays[k] = sa.SmartArray(values.copy())
+        elif how == "uploaded":
+            self.arrays[k] = sa.SmartArray(values.copy(), where="gpu", stream=stream)
+        else:
+            values = np.full(N, 5.0)
+            self.arrays[k] = sa.full(N, 5.0, where="gpu", stream=stream)
+        self.values[k] = values
+
+    @rule(k=ARRAYS, s=STREAMS, how=MAKE)
+    def make_again(self, k: int, s: int, how: str) -> None:
+        self._make_again(k, s, how)
+
+    @rule(k=ARRAYS, s=STREAMS, reader=STREAMS, keep=st.booleans(), how=MAKE)
+    def hand_out_read_and_drop(self, k: int, s: int, reader: int, keep: bool, how: str) -> None:
+        # The caller's own kernel reads a device array handed out by get('gpu'), on a stream
+        # of its choice (ordered after the hand-out, as the caller must order it), and drops
+        # the SmartArray without waiting for that kernel (keeping the device array or not).
+        stream = self.streams[s]
+        handle = self.arrays[k].get("gpu", stream=stream)
+        self.model.wait_for_stream(stream, self.streams[reader])
+        self.model.operation("kernel read", handle, None, self.streams[reader])
+        if keep:
+            self.handles.append(handle)
+        del handle
+        self._make_again(k, s, how)
+
+    @rule()
+    def drop_handed_out(self) -> None:
+        self.handles.clear()  # (SmartArrays hold no cycles: freed as their last reference goes)
+
+    @rule(k=ARRAYS)
+    def free_device(self, k: int) -> None:
+        self.arrays[k].free_device()  # (the pool's free is modelled, not cuMemFree)
+
+
+PooledStreamOrderingMachine.TestCase.settings = settings(
+    max_examples=100, stateful_step_count=30, deadline=None
+)
+
+
+@pytest.mark.skipif(sa.tier() != "simulator", reason="replaces the simulator's event functions")
+class TestPooledStreamOrdering(PooledStreamOrderingMachine.TestCase):  # type: ignore[name-defined]
     pass

@@ -199,7 +199,7 @@ def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: An
     From the device memory pool (:mod:`smartarray._core.device_pool`, on a GPU unless
     ``SMARTARRAY_DEVICE_POOL=0``), allocated on ``stream`` and given back to the pool on it
     when the array and every view of it are gone (after the work that used it: see
-    :func:`order_release`); else from numba-cuda (``cuda.device_array``, or the external
+    :func:`wait_before_free`); else from numba-cuda (``cuda.device_array``, or the external
     memory manager Numba was given). The array is never bound to ``stream``:
     a Numba device array bound to a stream makes its later copies asynchronous on that
     stream, which smartarray must choose per copy.
@@ -311,31 +311,13 @@ def pooled_block(device: Any) -> _device_pool.Block | None:
     return getattr(device, "_smartarray_block", None)
 
 
-def order_release(
-    device: Any, event: Any = None, default_stream_work: bool = False, unknown: bool = False
-) -> None:
-    """``device`` is let go of by its owner: if it is a pooled buffer, its return to the pool
-    (when its last view is gone) waits for ``event`` (the last device work on it, on a stream
-    other than the default), for the default stream (``default_stream_work``: the last work
-    on it ran there), or for the device (``unknown``: its address was handed out, and work on
-    it may be enqueued on streams smartarray does not see). numba-cuda's memory needs none of
-    this: ``cuMemFree`` waits for the device itself."""
-    block = pooled_block(device)
-    if block is None:
-        return
-    if default_stream_work and is_default_stream(block.stream):
-        default_stream_work = False  # (freed on the default stream: ordered after it anyway)
-    if event is not None or default_stream_work or unknown:
-        block.order_after(event, default_stream_work, unknown)
-
-
 def address_handed_out(device: Any) -> None:
     """The address of ``device`` (or of a view of it) was handed out (``get('gpu')``, the
     CUDA array interface, DLPack): if it is a pooled buffer, its return to the pool waits for
     the device, since work on it may be enqueued where smartarray does not see it."""
     block = pooled_block(device)
     if block is not None:
-        block.order_after(unknown=True)
+        block.synchronize = True
 
 
 def make_context_current() -> None:
@@ -348,23 +330,38 @@ def make_context_current() -> None:
 def _free_after_device(block: _device_pool.Block) -> None:
     """Wait for the device, then give ``block`` back to the pool (numba-cuda's deallocation
     queue runs this for a buffer whose address was handed out)."""
-    cuda().synchronize()
+    synchronize_device()
     block.synchronize = False  # (done)
     block.free()
 
 
+def synchronize_device() -> None:
+    """Make the host wait for all the device's work (``cuCtxSynchronize``)."""
+    cuda().synchronize()
+
+
 def _order_pooled_free(block: _device_pool.Block) -> None:
-    """Make a fenced block's stream wait for the work that used its buffer (see
-    :meth:`device_pool.Block.order_after`), just before the buffer goes back to the pool."""
+    """On a GPU, :func:`wait_before_free` (the simulator runs everything at once: nothing
+    is pending there), with Numba's context current (finalizers run in any thread)."""
     if tier() != "gpu":
-        return  # (the simulator runs everything at once: nothing is pending)
-    make_context_current()  # (finalizers run in any thread)
+        return
+    make_context_current()
+    try:
+        wait_before_free(block)
+    except Exception:  # (e.g. a stream destroyed since: the device's work covers it)
+        synchronize_device()
+
+
+def wait_before_free(block: _device_pool.Block) -> None:
+    """Make a fenced block's stream wait for the work that used its buffer (see
+    :attr:`device_pool.Block.last_event`), just before the buffer goes back to the pool:
+    for its events, then for the default stream; or the host for the whole device."""
     stream = block.stream
     if block.synchronize:  # (as cuMemFree does: the host waits for the device)
-        cuda().synchronize()
+        synchronize_device()
         return
-    for event in block.events:
-        event.wait(plain_stream(stream))
+    if block.last_event is not None:
+        wait_event(block.last_event, stream)
     if block.after_default_stream:
         wait_for_default_stream(stream)
 
@@ -392,12 +389,19 @@ def _own_pool_allowed() -> bool:
 def trim_device_pool() -> bool:
     """Give the memory the device pool keeps and nothing uses back to the device; False if
     there is no pool (called before evicting device copies on an out-of-memory error)."""
-    pool = device_pool()
-    if pool is None:
+    pools = _pools()
+    if not pools:
         return False
     _flush_deferred_frees()
-    pool.trim()
+    for pool in pools:
+        pool.trim()
     return True
+
+
+def _pools() -> list[_device_pool.DevicePool]:
+    """The pool in use (if any) and those given up (whose freed memory is kept still)."""
+    pool = device_pool()
+    return ([] if pool is None else [pool]) + [p for p, _ in _device_pool.given_up()]
 
 
 def _flush_deferred_frees() -> None:
@@ -427,11 +431,11 @@ def release_device_pool() -> int:
     smartarray.numba_pool``). smartarray calls it itself before evicting device copies when
     the device is out of memory. The device is synchronised first.
     """
-    pool = device_pool()
-    if pool is None:
+    pools = _pools()
+    if not pools:
         return 0
     _flush_deferred_frees()
-    return pool.trim()
+    return sum(pool.trim() for pool in pools)
 
 
 def device_pool_info() -> dict[str, Any]:
@@ -444,10 +448,19 @@ def device_pool_info() -> dict[str, Any]:
         ``SMARTARRAY_DEVICE_POOL=0``), and with a pool: ``resource`` (its type), ``allocations``
         and ``frees`` (buffers), ``live_buffers``, ``live_bytes`` and ``peak_live_bytes``
         (allocated and not given back), ``trims``, and ``reserved_bytes`` (what the pool holds
-        from the device, None if the resource does not tell).
+        from the device, None if the resource does not tell). After the pool failed and was
+        turned off (with a warning), ``given_up`` is that error and ``reserved_bytes`` what
+        it still holds (:func:`release_device_pool` gives it back).
     """
     pool = device_pool()
-    return {"enabled": False} if pool is None else pool.info()
+    if pool is not None:
+        return pool.info()
+    info: dict[str, Any] = {"enabled": False}
+    given_up = _device_pool.given_up()
+    if given_up:
+        info["given_up"] = given_up[-1][1]
+        info["reserved_bytes"] = sum(p.reserved_bytes() or 0 for p, _ in given_up)
+    return info
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

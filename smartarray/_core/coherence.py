@@ -46,7 +46,6 @@ import _thread
 import enum
 import itertools
 import math
-import sys as _sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -139,6 +138,12 @@ class Allocation:
         # True while the last device work was on the default stream (which records no event):
         # work on a non-blocking stream must then first wait for the default stream.
         self._default_stream_work = False
+        # What the stream of the last ordering or device work was ordered after then:
+        # (_device_event, _default_stream_work, stream), or None (see _note_device_work).
+        self._ordered: tuple[Any, bool, Any] | None = None
+        # The device memory pool's block under the device buffer, or None (not pooled): it
+        # keeps the last device work on the buffer, which its free waits for.
+        self._block: Any = _backend.pooled_block(device) if device is not None else None
         # The launch being prepared whose earlier argument left the device copy equal to the
         # host copy (see begin_device_write), and cached device views of this allocation.
         self._launch: object = None
@@ -764,16 +769,6 @@ class Allocation:
 
     # --- releasing ------------------------------------------------------------------------
 
-    def __del__(self) -> None:
-        # The allocation is gone: a pooled device buffer's return to the pool (once its last
-        # view is gone too) waits for the last device work on it (smartarray._core.backend.
-        # order_release); numba-cuda's cuMemFree waits for the device by itself.
-        device = self.device
-        if device is not None and (self._device_event is not None or self._default_stream_work):
-            if _sys.is_finalizing():  # (modules are torn down: the buffer frees itself)
-                return
-            _backend.order_release(device, self._device_event, self._default_stream_work)
-
     def free_device(self) -> None:
         """Drop the device copy, first copying it to the host if it is the only current one.
 
@@ -878,9 +873,8 @@ class Allocation:
     def _drop_device(self) -> None:
         """Let go of the (stale or duplicate) device copy; the host copy is current."""
         self._order_after_device_work(None)
-        # (a pooled buffer goes back to the pool on its stream: after default-stream work)
-        _backend.order_release(self.device, None, self._default_stream_work)
         self.device = None
+        self._block = None  # (it keeps what its free waits for: see _note_device_work)
         self._device_views.clear()  # views hold references to the device memory
         self._device_event = None
         self._default_stream_work = False
@@ -916,6 +910,7 @@ class Allocation:
         if self.device is None:
             if self._exported_device is not None:  # kept for a consumer anyway: reuse it,
                 self.device = self._exported_device  # so that the consumer sees current data
+                self._block = _backend.pooled_block(self.device)
                 return self.device
             _backend.check_device_dtype(self.dtype)
             # Within the device memory budget (may evict other arrays' device copies).
@@ -932,12 +927,13 @@ class Allocation:
                     noted = True
                 if self.host is not None:
                     self._fill = None  # (both buffers exist)
-            if not noted and _backend.pooled_block(device) is not None:
+            self.device = device
+            self._block = _backend.pooled_block(device)
+            if not noted and self._block is not None:
                 # Allocated from the pool on ``stream``: usable by work ordered after the
                 # allocation there, so work on other streams is ordered after it as after
                 # device work (the work this buffer is for follows on ``stream`` itself).
                 self._note_device_work(stream)
-            self.device = device
         elif self._device_owned:
             _memory.touch(self)
         return self.device
@@ -950,11 +946,38 @@ class Allocation:
         copy and every blocking stream is ordered after anyway; a non-blocking stream is made
         to wait for the default stream then (see :meth:`_order_after_device_work`).
         """
+        if self._device_event is not None or self._default_stream_work:
+            ordered = self._ordered
+            if (
+                ordered is None
+                or ordered[0] is not self._device_event
+                or ordered[1] is not self._default_stream_work
+                or ordered[2] is not stream
+            ):
+                # ``stream`` was not ordered after the earlier work on this allocation just
+                # before this work (another thread noted work on another stream in between,
+                # e.g. two kernels reading it at once): it is now, so that the event recorded
+                # below, the only one kept, covers that work too.
+                self._merge_earlier_work(stream)
         mapped = self.host_memory == "mapped"
         event = _backend.record_event(stream, always=mapped)
         self._device_event = event
-        self._default_stream_work = event is None and _backend.is_gpu_default_stream(stream)
+        default = self._default_stream_work = (
+            event is None and _backend.is_gpu_default_stream(stream)
+        )
+        self._ordered = (event, default, stream)  # (``stream`` is ordered after its own work)
+        block = self._block
+        if block is not None:  # (what the pooled buffer's free waits for, however it comes)
+            block.last_event = event
+            block.after_default_stream = default
         return event
+
+    def _merge_earlier_work(self, stream: Any) -> None:
+        target = 0 if stream is None else stream  # (device work on the default stream)
+        if self._device_event is not None:
+            _backend.wait_event(self._device_event, target)
+        if self._default_stream_work and not _backend.is_default_stream(target):
+            _backend.wait_for_default_stream(target)
 
     def _order_after_device_work(self, stream: Any) -> None:
         """Order work on ``stream`` (the host for None) after earlier device work."""
@@ -964,6 +987,8 @@ class Allocation:
             _backend.wait_event(self._device_event, stream)
             if stream is None:  # the host waited: that work is done
                 self._device_event = None
+        # (what work on ``stream`` is ordered after now; see _note_device_work)
+        self._ordered = (self._device_event, self._default_stream_work, stream)
 
     def device_view(
         self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype
@@ -1039,6 +1064,9 @@ class Allocation:
                     self._device_views[key] = value
             pins.hold(self.key, (self, (state, None)))  # (a state_snapshot: uniform)
             self._default_stream_work = default_stream_work
+            block = self._block
+            if block is not None:  # (see _note_device_work; no event is pending here)
+                block.after_default_stream = default_stream_work
             return value
 
 

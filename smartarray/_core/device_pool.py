@@ -9,11 +9,11 @@ buffers' ``close(stream)`` is ``cuMemFreeAsync``. A buffer freed goes back to th
 stream it was allocated on (the stream of the operation that first needed the device copy),
 ordered after the work enqueued there, and the next allocation of that size is served from the
 pool without a driver allocation. Work on other streams that used the buffer is waited for
-first (:meth:`Block.order_after`: the owner records its last device work when it lets go of
-the buffer; a buffer whose address was handed out waits for the whole device, as ``cuMemFree``
-does). :mod:`smartarray._core.backend` wraps each buffer so that Numba sees an ordinary device
-array; :mod:`smartarray.numba_pool` offers the same pool to Numba's own allocations (an EMM
-plugin, opt-in).
+first (:attr:`Block.last_event`, :attr:`Block.after_default_stream`: the owner records its
+device work in the block as it goes; a buffer whose address was handed out waits for the
+whole device, as ``cuMemFree`` does). :mod:`smartarray._core.backend` wraps each buffer so
+that Numba sees an ordinary device array; :mod:`smartarray.numba_pool` offers the same pool
+to Numba's own allocations (an EMM plugin, opt-in).
 
 This module holds the pool's bookkeeping and imports nothing of smartarray's: the memory
 resource, how a stream is handed to it, and how a free waits for other streams, are given to
@@ -63,14 +63,16 @@ class Block:
         The memory resource's buffer object.
     stream
         The stream the buffer was allocated on, and is freed on.
-    events : list
-        Events of work on other streams that used the buffer: the free waits for them
-        (:meth:`order_after`).
+    last_event
+        The event recorded after the last device work that used the buffer on a stream other
+        than the default one (an event that covers all earlier work on it), or None; the
+        free waits for it. Kept up to date by the array that owns the buffer, as it records
+        its device work, so that it is right however that array dies.
     after_default_stream : bool
-        True when work on the default stream used the buffer last: a free on a
+        True while the last device work on the buffer ran on the default stream: a free on a
         non-blocking stream waits for the default stream first.
     synchronize : bool
-        True when the buffer's address was handed out (work on it may have been enqueued
+        True once the buffer's address was handed out (work on it may have been enqueued
         where smartarray cannot see): the free waits for the device, as ``cuMemFree`` does.
     """
 
@@ -79,8 +81,8 @@ class Block:
         "address",
         "after_default_stream",
         "buffer",
-        "events",
         "freed",
+        "last_event",
         "nbytes",
         "stream",
         "synchronize",
@@ -93,26 +95,14 @@ class Block:
         self.nbytes = nbytes
         self.stream = stream
         self.freed = False
-        self.events: list[Any] = []
+        self.last_event: Any = None
         self.after_default_stream = False
         self.synchronize = False
 
-    def order_after(
-        self, event: Any = None, default_stream: bool = False, unknown: bool = False
-    ) -> None:
-        """Make the buffer's return to the pool wait for work that used it: work before
-        ``event`` (on a stream other than the buffer's), the default stream's work so far
-        (``default_stream``), or all the device's work (``unknown``: the address was handed
-        out). Called by the array that owns the buffer when it lets go of it."""
-        if event is not None and not any(e is event for e in self.events):
-            self.events.append(event)
-        self.after_default_stream |= default_stream
-        self.synchronize |= unknown
-
     @property
     def fenced(self) -> bool:
-        """True when the free must first wait for something (see :meth:`order_after`)."""
-        return self.synchronize or self.after_default_stream or bool(self.events)
+        """True when the free must first wait for something."""
+        return self.synchronize or self.after_default_stream or self.last_event is not None
 
     def free(self) -> None:
         """Give the buffer back to the pool, on its stream (once; later calls do nothing)."""
@@ -165,14 +155,14 @@ class DevicePool:
 
     def free(self, block: Block) -> None:
         """Give ``block`` back to the pool on the stream it was allocated on (asynchronously:
-        the memory is reused only by work ordered after what was enqueued there). Safe to
-        call from a finalizer, in any thread; a block is freed once."""
+        the memory is reused only by work ordered after what was enqueued there, and after
+        the work on other streams recorded in the block). Safe to call from a finalizer, in
+        any thread; a block is freed once. It counts as freed once the resource took it
+        back (if that fails, the buffer is lost to the pool, and counted as live still)."""
         with self._lock:
             if block.freed:
                 return
             block.freed = True
-            self.frees += 1
-            self.live_bytes -= block.nbytes
         if sys.is_finalizing():  # (interpreter exit: the CUDA context may be gone already;
             return  # the buffer object frees itself, as far as there is anything left to free)
         if block.fenced and _ORDER_FREE is not None:
@@ -182,6 +172,9 @@ class DevicePool:
             close(block.buffer, self._to_stream(block.stream))
         else:
             block.buffer.close(self._to_stream(block.stream))
+        with self._lock:
+            self.frees += 1
+            self.live_bytes -= block.nbytes
 
     def trim(self) -> int:
         """Give the memory the pool holds and nothing uses back to the device; return the
@@ -216,22 +209,36 @@ class DevicePool:
 
 
 class CudaCoreResource:
-    """``cuda.core``'s ``DeviceMemoryResource`` of the current device, with ``trim``.
+    """A ``cuda.core`` ``DeviceMemoryResource`` with a pool of its own, with ``trim``.
 
-    It uses the device's current (by default, the driver's default) stream-ordered pool,
-    which ``cuda.core`` configures to keep freed memory (release threshold at its maximum):
-    memory freed is reused without going back to the driver, until :meth:`trim`.
+    The pool is smartarray's own (``DeviceMemoryResourceOptions``): the device's default
+    pool, which other libraries may share (CuPy's and PyTorch's stream-ordered allocators),
+    is left as it is. Memory freed is reused without going back to the driver; across a
+    synchronisation the pool keeps at most :attr:`release_threshold` bytes of it (an eighth
+    of the device's memory), and :meth:`trim` gives all of it back.
     """
 
     def __init__(self) -> None:
-        from cuda.core import DeviceMemoryResource
+        from cuda.bindings import driver
+        from cuda.core import DeviceMemoryResource, DeviceMemoryResourceOptions
         from numba import cuda
         from numba.cuda.cudadrv import devices
 
         self._context = devices.get_context  # (makes Numba's context current in a thread)
         self._synchronize = cuda.synchronize
-        # The device of Numba's context; cuda.core uses the device's current memory pool.
-        self.resource = DeviceMemoryResource(cuda.get_current_device().id)
+        context = devices.get_context()
+        # The device of Numba's context, a new pool owned by this resource.
+        self.resource = DeviceMemoryResource(
+            context.device.id, DeviceMemoryResourceOptions()
+        )
+        self.release_threshold = int(context.get_memory_info().total) // 8
+        (error,) = driver.cuMemPoolSetAttribute(
+            self.resource.handle,
+            driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            driver.cuuint64_t(self.release_threshold),
+        )
+        if error != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuMemPoolSetAttribute(RELEASE_THRESHOLD) failed: {error}")
 
     def allocate(self, size: int, *, stream: Any) -> Any:
         """``cuMemAllocFromPoolAsync`` of ``size`` bytes on ``stream`` (a ``cuda.core``
@@ -271,7 +278,7 @@ def _core_stream(stream: Any) -> Any:
 
 # Orders a fenced block's free after the work that used it (its stream waits for the block's
 # events, or the default stream, or the host for the device): set by smartarray._core.backend,
-# which knows the streams and events (see Block.order_after).
+# which knows the streams and events (see Block.last_event).
 _ORDER_FREE: Callable[[Block], None] | None = None
 
 
@@ -315,26 +322,35 @@ def active(on_gpu: bool, allowed: Callable[[], bool] | None = None) -> DevicePoo
             if wanted:
                 try:
                     pool = DevicePool(CudaCoreResource(), _core_stream, fallback=True)
-                except Exception:  # (an old driver or device: numba-cuda allocates)
+                except Exception as error:  # (an old driver or device: numba-cuda allocates)
+                    warnings.warn(
+                        f"smartarray: no device memory pool ({type(error).__name__}: "
+                        f"{error}); numba-cuda allocates SmartArrays' device buffers "
+                        f"({ENVIRONMENT_VARIABLE}=0 turns the pool off without this warning)",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
                     pool = None
             _POOL, _CHOSEN = pool, True
     return _POOL
 
 
 def give_up(pool: DevicePool, error: BaseException) -> bool:
-    """The default pool failed with ``error`` (not an out-of-memory error): turn it off, with
-    a warning, so that numba-cuda allocates from now on; True if it was turned off.
+    """The default pool failed with ``error``: if that error says the pool cannot work here
+    (an API or support error, not a running-out or an error of earlier work), turn it off,
+    with a warning, so that numba-cuda allocates from now on; True if it was turned off.
 
     Only the pool made by default (``pool.fallback``) gives up; a resource given to
     :func:`use_memory_resource` keeps raising its errors. Buffers already allocated keep
-    going back to the pool they came from.
+    going back to the pool they came from, which :func:`given_up` keeps for trimming.
     """
     global _POOL
-    if not pool.fallback:
+    if not pool.fallback or not _says_unsupported(error):
         return False
     with _LOCK:
         if _POOL is pool:
             _POOL = None
+            _GIVEN_UP.append((pool, f"{type(error).__name__}: {error}"))
     warnings.warn(
         f"smartarray: the device memory pool failed ({type(error).__name__}: {error}); "
         "SmartArrays' device buffers are allocated by numba-cuda from now on "
@@ -343,6 +359,25 @@ def give_up(pool: DevicePool, error: BaseException) -> bool:
         stacklevel=3,
     )
     return True
+
+
+def _says_unsupported(error: BaseException) -> bool:
+    """True for errors that mean the pool cannot be used here: a mismatch with ``cuda.core``'s
+    API, or the driver's "not supported" / "not permitted"."""
+    if isinstance(error, (TypeError, AttributeError, NotImplementedError, ImportError)):
+        return True
+    text = str(error)
+    return "NOT_SUPPORTED" in text or "NOT_PERMITTED" in text
+
+
+# Pools turned off by give_up, with the error: their freed memory is still trimmed.
+_GIVEN_UP: list[tuple[DevicePool, str]] = []
+
+
+def given_up() -> list[tuple[DevicePool, str]]:
+    """The pools :func:`give_up` turned off, each with the error that made it."""
+    with _LOCK:
+        return list(_GIVEN_UP)
 
 
 def use_memory_resource(

@@ -144,6 +144,7 @@ def cuda_serialize(array: SmartArray) -> tuple[dict, list]:
         device = alloc.ensure_device(None, None, array._span())
         if _backend.tier() == "gpu":
             _backend.cuda().synchronize()  # kernels still writing it, on any stream
+        _backend.address_handed_out(device)  # (sent by UCX on streams smartarray never sees)
         frame = _backend.device_view(
             device, array._offset, (array.nbytes,), (1,), np.dtype(np.uint8)
         )
