@@ -64,7 +64,7 @@ if HostOnlyCUDAMemoryManager is not None:
                 When smartarray has no pool (``SMARTARRAY_DEVICE_POOL=0``, or no
                 stream-ordered allocator on this driver).
             """
-            pool = _device_pool.active(_backend.tier() == "gpu")
+            pool = _backend.device_pool()  # (the current device's)
             if pool is None:
                 raise RuntimeError(_NO_POOL)
             return _backend.pooled_pointer(pool.allocate(size, 0))

@@ -136,6 +136,19 @@ def test_the_pool_counts_what_it_hands_out_and_gets_back() -> None:
     assert pool.info()["live_bytes"] == 0
 
 
+def test_a_buffer_from_an_external_stream_goes_back_on_the_default_stream() -> None:
+    class External:  # (numba.cuda.external_stream: another library's, it may be destroyed)
+        external = True
+
+    fake = FakeResource()
+    pool = _device_pool.DevicePool(fake)
+    stream = External()
+    block = pool.allocate(8, stream)
+    assert block.stream is stream and block.free_stream == 0
+    block.free()
+    assert fake.take() == [("allocate", 8, stream), ("close", 8, 0)]
+
+
 def test_streams_are_handed_to_the_resource_converted() -> None:
     fake = FakeResource()
     pool = _device_pool.DevicePool(fake, to_stream=lambda stream: ("core", stream))
@@ -150,20 +163,49 @@ def test_the_environment_turns_the_default_pool_off(monkeypatch: pytest.MonkeyPa
         monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, value)
         assert _device_pool.enabled_by_environment() is enabled
     monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, "0")
-    saved = _device_pool._POOL, _device_pool._CHOSEN
-    try:
-        _device_pool._POOL, _device_pool._CHOSEN = None, False
-        assert _device_pool.active(on_gpu=True) is None  # off: cuda.core never asked
-        assert _device_pool._CHOSEN
-        monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, "1")
-        _device_pool._POOL, _device_pool._CHOSEN = None, False
-        asked: list[bool] = []
-        # Numba given another memory manager (RMM): SmartArrays allocate through Numba.
-        assert _device_pool.active(True, allowed=lambda: asked.append(True) or False) is None
-        assert _device_pool.active(True, allowed=lambda: asked.append(True) or True) is None
-        assert asked == [True]  # asked once: the choice is made
-    finally:
-        _device_pool._POOL, _device_pool._CHOSEN = saved
+    # (no pool given, no default pool made yet: the choice still to make)
+    monkeypatch.setattr(_device_pool, "_GIVEN", None)
+    monkeypatch.setattr(_device_pool, "_DEFAULTS", {})
+    monkeypatch.setattr(_device_pool, "_WANTED", None)
+    assert _device_pool.active(on_gpu=True) is None  # off: cuda.core never asked
+    assert _device_pool._DEFAULTS == {0: None}
+    monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, "1")
+    monkeypatch.setattr(_device_pool, "_DEFAULTS", {})
+    monkeypatch.setattr(_device_pool, "_WANTED", None)
+    asked: list[bool] = []
+    # Numba given another memory manager (RMM): SmartArrays allocate through Numba.
+    assert _device_pool.active(True, allowed=lambda: asked.append(True) or False) is None
+    assert _device_pool.active(True, allowed=lambda: asked.append(True) or True) is None
+    # (asked once for all devices: another device gets no pool either)
+    assert (
+        _device_pool.active(True, allowed=lambda: asked.append(True) or True, device_id=lambda: 1)
+        is None
+    )
+    assert asked == [True] and _device_pool._DEFAULTS == {0: None, 1: None}
+
+
+def test_each_device_has_its_own_default_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[int] = []
+    current = [0]
+
+    class Resource(FakeResource):  # (stands in for CudaCoreResource, on the current device)
+        def __init__(self) -> None:
+            super().__init__()
+            self.device_id = current[0]
+            made.append(current[0])
+
+    monkeypatch.setattr(_device_pool, "CudaCoreResource", Resource)
+    monkeypatch.setattr(_device_pool, "_GIVEN", None)
+    monkeypatch.setattr(_device_pool, "_DEFAULTS", {})
+    monkeypatch.setattr(_device_pool, "_WANTED", None)
+    monkeypatch.delenv(_device_pool.ENVIRONMENT_VARIABLE, raising=False)
+    first = _device_pool.active(True, device_id=lambda: current[0])
+    current[0] = 1  # (with numba.cuda.gpus[1]: ...)
+    second = _device_pool.active(True, device_id=lambda: current[0])
+    current[0] = 0
+    assert first is _device_pool.active(True, device_id=lambda: current[0])
+    assert first is not None and second is not None and first is not second
+    assert made == [0, 1] and second.resource.device_id == 1
 
 
 class FailingResource(FakeResource):
@@ -620,7 +662,7 @@ def test_a_handed_out_buffer_goes_back_through_numbas_deallocation_queue(
             assert fake.take() == [("allocate", NBYTES, 0)] and len(queue) == 1
         queue.clear()
         assert log == ["device synchronised"]
-        assert fake.take() == [("close", NBYTES, 0)] and not block.synchronize
+        assert fake.take() == [("close", NBYTES, 0)]
 
 
 @host_tier

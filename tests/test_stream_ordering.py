@@ -222,35 +222,55 @@ def _install_model(monkeypatch: pytest.MonkeyPatch, model: HappensBefore) -> Non
     monkeypatch.setattr(_backend, "is_gpu_default_stream", _backend.is_default_stream)
 
 
+# Two threads launch kernels reading the same array, each on its own stream: each prepares
+# its argument (kernel_argument; on the default stream the launch fast path), enqueues its
+# kernel, then runs the launch's callbacks (which record the read), interleaved as listed.
+# Only the last event is kept, so what is recorded must cover both reads: a later writer
+# (and the free of a pooled buffer) waits for that alone. "upload" first leaves an event
+# pending, which makes the default stream take the general path.
+TWO_READERS = {
+    "s1 s2, second done first": ("s1", "s2", "0", "p1 e1 p2 e2 d2 d1"),
+    "s1 s2, first done first": ("s1", "s2", "0", "p1 e1 p2 e2 d1 d2"),
+    "s1 and the fast path, enqueued late": ("s1", "0", "s2", "p1 p2 e2 e1 d1 d2"),
+    "s1 and the fast path, done between": ("s1", "0", "s2", "p1 e1 p2 d1 e2 d2"),
+    "the fast path and s1": ("0", "s1", "s2", "p1 e1 p2 e2 d2 d1"),
+    "default (general path) and s1": ("0", "s1", "s2", "upload p1 p2 e1 e2 d1 d2"),
+}
+
+
 @pytest.mark.skipif(sa.tier() != "simulator", reason="replaces the simulator's event functions")
-@pytest.mark.parametrize("order", ["second first", "first first"])
+@pytest.mark.parametrize("case", list(TWO_READERS))
 def test_reads_on_two_streams_at_once_are_both_waited_for(
-    monkeypatch: pytest.MonkeyPatch, order: str
+    monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
-    # Two threads launch kernels reading the same array on two streams: both prepare their
-    # argument, then the launches' callbacks record the reads, in either order. Only the last
-    # event is kept, so it must cover both reads: a later writer (here on the default
-    # stream) and the free of a pooled buffer wait for that event alone.
     model = HappensBefore()
     _install_model(monkeypatch, model)
-    s1, s2 = cuda.stream(), cuda.stream()
+    streams = {"0": 0, "s1": cuda.stream(), "s2": cuda.stream(), "s3": cuda.stream()}
+    first, second, writer, steps = TWO_READERS[case]
+    readers = {"1": streams[first], "2": streams[second]}
     a = sa.SmartArray(np.arange(N, dtype=np.float64))
     a.to_gpu()
-    first: list[Any] = []
-    second: list[Any] = []
-    kernel_argument(a, "in", first, s1)
-    model.operation("kernel read", a._alloc.device, None, s1)
-    kernel_argument(a, "in", second, s2)
-    model.operation("kernel read", a._alloc.device, None, s2)
-    for callback in (second + first) if order == "second first" else (first + second):
-        callback()
+    retrs: dict[str, list[Any]] = {"1": [], "2": []}
+    for step in steps.split():
+        if step == "upload":  # (the device copy rewritten on s3: an event pending)
+            a[0] = 0.0
+            a.to_gpu(streams["s3"])
+        elif step[0] == "p":
+            kernel_argument(a, "in", retrs[step[1]], readers[step[1]])
+        elif step[0] == "e":
+            model.operation("kernel read", a._alloc.device, None, readers[step[1]])
+        else:
+            for callback in retrs[step[1]]:
+                callback()
     retr: list[Any] = []
-    device = kernel_argument(a, "inout", retr, 0)
-    model.operation("kernel write", a._alloc.device, None, 0)  # (raises on a race)
+    device = kernel_argument(a, "inout", retr, streams[writer])
+    model.operation("kernel write", a._alloc.device, None, streams[writer])  # (races raise)
     device._ary[...] += 1
     for callback in retr:
         callback()
-    np.testing.assert_array_equal(np.asarray(a), np.arange(N) + 1.0)
+    expected = np.arange(N) + 1.0
+    expected[0] = 1.0
+    np.testing.assert_array_equal(np.asarray(a), expected)
 
 
 @njit

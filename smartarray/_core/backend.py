@@ -216,9 +216,8 @@ def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: An
         if pool is not None and size:
             try:
                 block = pool.allocate(size * dtype.itemsize, stream)
-            except Exception as exc:
-                if is_out_of_memory(exc) or not _device_pool.give_up(pool, exc):
-                    raise
+            except _device_pool.Unsupported as exc:  # (the default pool cannot work here)
+                _device_pool.give_up(pool, exc.args[0])
             else:
                 return _pooled_array(block, shape, dtype, order)
         return cuda().device_array(shape, dtype=dtype, order=order)
@@ -328,11 +327,17 @@ def make_context_current() -> None:
 
 
 def _free_after_device(block: _device_pool.Block) -> None:
-    """Wait for the device, then give ``block`` back to the pool (numba-cuda's deallocation
-    queue runs this for a buffer whose address was handed out)."""
-    synchronize_device()
-    block.synchronize = False  # (done)
-    block.free()
+    """Give ``block``, whose address was handed out, back to the pool once its device is
+    done (numba-cuda's deallocation queue runs this). An error is reported as a
+    warning, not raised into whatever flushed the queue (another allocation, a finalizer)."""
+    try:
+        block.free()  # (the device synchronised first, in its own context: wait_before_free)
+    except Exception as error:
+        warnings.warn(
+            f"smartarray: a device buffer could not be given back to the pool ({error})",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 def synchronize_device() -> None:
@@ -356,7 +361,7 @@ def wait_before_free(block: _device_pool.Block) -> None:
     """Make a fenced block's stream wait for the work that used its buffer (see
     :attr:`device_pool.Block.last_event`), just before the buffer goes back to the pool:
     for its events, then for the default stream; or the host for the whole device."""
-    stream = block.stream
+    stream = block.free_stream
     if block.synchronize:  # (as cuMemFree does: the host waits for the device)
         synchronize_device()
         return
@@ -371,7 +376,14 @@ _device_pool.set_free_ordering(_order_pooled_free)
 
 def device_pool() -> _device_pool.DevicePool | None:
     """The device memory pool smartarray allocates from, or None (numba-cuda allocates)."""
-    return _device_pool.active(tier() == "gpu", _own_pool_allowed)
+    return _device_pool.active(tier() == "gpu", _own_pool_allowed, _current_device_id)
+
+
+def _current_device_id() -> int:
+    """The id of the device of Numba's current context (each device has its own pool)."""
+    from numba.cuda.cudadrv import devices
+
+    return int(devices.get_context().device.id)
 
 
 def _own_pool_allowed() -> bool:
@@ -399,9 +411,9 @@ def trim_device_pool() -> bool:
 
 
 def _pools() -> list[_device_pool.DevicePool]:
-    """The pool in use (if any) and those given up (whose freed memory is kept still)."""
-    pool = device_pool()
-    return ([] if pool is None else [pool]) + [p for p, _ in _device_pool.given_up()]
+    """The pools in use (each device's) and those given up (whose freed memory is kept)."""
+    device_pool()  # (the current device's, made if it is to be)
+    return _device_pool.all_pools()
 
 
 def _flush_deferred_frees() -> None:

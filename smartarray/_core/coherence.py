@@ -981,6 +981,15 @@ class Allocation:
 
     def _order_after_device_work(self, stream: Any) -> None:
         """Order work on ``stream`` (the host for None) after earlier device work."""
+        ordered = self._ordered
+        if (
+            stream is not None
+            and ordered is not None
+            and ordered[2] is stream
+            and ordered[0] is self._device_event
+            and ordered[1] is self._default_stream_work
+        ):
+            return  # (``stream`` is ordered after that work already)
         if self._default_stream_work and stream is not None:
             _backend.wait_for_default_stream(stream)
         if self._device_event is not None:
@@ -1064,9 +1073,12 @@ class Allocation:
                     self._device_views[key] = value
             pins.hold(self.key, (self, (state, None)))  # (a state_snapshot: uniform)
             self._default_stream_work = default_stream_work
-            block = self._block
-            if block is not None:  # (see _note_device_work; no event is pending here)
-                block.after_default_stream = default_stream_work
+            self._ordered = None  # (a note on another stream must merge this launch's work)
+            if default_stream_work:  # (recorded again once enqueued: LaunchPins.__call__)
+                pins.default_work = True
+                block = self._block
+                if block is not None:  # (see _note_device_work; no event is pending here)
+                    block.after_default_stream = True
             return value
 
 

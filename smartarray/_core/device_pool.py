@@ -62,7 +62,9 @@ class Block:
     buffer
         The memory resource's buffer object.
     stream
-        The stream the buffer was allocated on, and is freed on.
+        The stream the buffer was allocated on, and is freed on, unless it is an external
+        stream (another library's, ``numba.cuda.external_stream``), which may be destroyed
+        while the buffer lives: then on the default stream (:attr:`free_stream`).
     last_event
         The event recorded after the last device work that used the buffer on a stream other
         than the default one (an event that covers all earlier work on it), or None; the
@@ -81,6 +83,7 @@ class Block:
         "address",
         "after_default_stream",
         "buffer",
+        "free_stream",
         "freed",
         "last_event",
         "nbytes",
@@ -94,6 +97,9 @@ class Block:
         self.address = int(buffer.handle)
         self.nbytes = nbytes
         self.stream = stream
+        # (every device work on the buffer is recorded in last_event / after_default_stream,
+        # the work on its allocation stream too: the default stream, after them, is as good)
+        self.free_stream: Any = 0 if getattr(stream, "external", False) else stream
         self.freed = False
         self.last_event: Any = None
         self.after_default_stream = False
@@ -107,6 +113,11 @@ class Block:
     def free(self) -> None:
         """Give the buffer back to the pool, on its stream (once; later calls do nothing)."""
         self._pool.free(self)
+
+
+class Unsupported(Exception):
+    """The default pool's resource failed in a way that says the pool cannot work here (see
+    :func:`give_up`); ``args[0]`` is the resource's error."""
 
 
 class DevicePool:
@@ -145,7 +156,13 @@ class DevicePool:
         out-of-memory error propagates."""
         if stream is None:
             stream = 0
-        buffer = self.resource.allocate(nbytes, stream=self._to_stream(stream))
+        converted = self._to_stream(stream)  # (a stream it cannot take: the caller's error)
+        try:
+            buffer = self.resource.allocate(nbytes, stream=converted)
+        except Exception as error:
+            if self.fallback and _says_unsupported(error):
+                raise Unsupported(error) from error
+            raise
         block = Block(self, buffer, nbytes, stream)
         with self._lock:
             self.allocations += 1
@@ -165,13 +182,15 @@ class DevicePool:
             block.freed = True
         if sys.is_finalizing():  # (interpreter exit: the CUDA context may be gone already;
             return  # the buffer object frees itself, as far as there is anything left to free)
-        if block.fenced and _ORDER_FREE is not None:
-            _ORDER_FREE(block)  # (the buffer's stream waits for the work that used it)
-        close = getattr(self.resource, "close", None)
-        if close is not None:
-            close(block.buffer, self._to_stream(block.stream))
-        else:
-            block.buffer.close(self._to_stream(block.stream))
+        scope = getattr(self.resource, "device_scope", None)  # (its device's context current)
+        with scope() if scope is not None else contextlib.nullcontext():
+            if block.fenced and _ORDER_FREE is not None:
+                _ORDER_FREE(block)  # (the buffer's stream waits for the work that used it)
+            close = getattr(self.resource, "close", None)
+            if close is not None:
+                close(block.buffer, self._to_stream(block.free_stream))
+            else:
+                block.buffer.close(self._to_stream(block.free_stream))
         with self._lock:
             self.frees += 1
             self.live_bytes -= block.nbytes
@@ -225,12 +244,12 @@ class CudaCoreResource:
         from numba.cuda.cudadrv import devices
 
         self._context = devices.get_context  # (makes Numba's context current in a thread)
+        self._gpus = cuda.gpus
         self._synchronize = cuda.synchronize
         context = devices.get_context()
-        # The device of Numba's context, a new pool owned by this resource.
-        self.resource = DeviceMemoryResource(
-            context.device.id, DeviceMemoryResourceOptions()
-        )
+        # The device of Numba's current context, a new pool owned by this resource.
+        self.device_id = int(context.device.id)
+        self.resource = DeviceMemoryResource(self.device_id, DeviceMemoryResourceOptions())
         self.release_threshold = int(context.get_memory_info().total) // 8
         (error,) = driver.cuMemPoolSetAttribute(
             self.resource.handle,
@@ -247,19 +266,29 @@ class CudaCoreResource:
         return self.resource.allocate(size, stream=stream)
 
     def close(self, buffer: Any, stream: Any) -> None:
-        """Give ``buffer`` back to the pool: ``cuMemFreeAsync`` on the stream it was
-        allocated on, which ``cuda.core`` recorded (``stream`` is that stream; not handed to
-        ``close`` again, which would need a current context to record a default stream)."""
-        self._context()  # (finalizers run in any thread)
-        buffer.close()
+        """Give ``buffer`` back to the pool: ``cuMemFreeAsync`` on ``stream`` (a ``cuda.core``
+        stream; called within :meth:`device_scope`)."""
+        buffer.close(stream)
+
+    @contextlib.contextmanager
+    def device_scope(self) -> Iterator[None]:
+        """Within the block, the context of this pool's device is current (a buffer is
+        given back from a finalizer, in any thread, maybe while another device's context
+        is current: ``numba.cuda.gpus[id]`` then makes it current for the block)."""
+        if int(self._context().device.id) == self.device_id:
+            yield
+            return
+        with self._gpus[self.device_id]:
+            yield
 
     def trim(self) -> None:
         """Wait for the device (frees still pending on some stream complete), then give every
         byte the pool holds and nothing uses back to the driver (``cuMemPoolTrimTo(0)``)."""
         from cuda.bindings import driver
 
-        self._synchronize()  # (Numba's context: cuda.core's Device.sync needs set_current)
-        (error,) = driver.cuMemPoolTrimTo(self.resource.handle, 0)
+        with self.device_scope():  # (Numba's context: cuda.core's Device.sync needs more)
+            self._synchronize()
+            (error,) = driver.cuMemPoolTrimTo(self.resource.handle, 0)
         if error != driver.CUresult.CUDA_SUCCESS:
             raise RuntimeError(f"cuMemPoolTrimTo failed: {error}")
 
@@ -289,8 +318,12 @@ def set_free_ordering(order: Callable[[Block], None] | None) -> None:
 
 
 _LOCK = threading.Lock()
-_POOL: DevicePool | None = None
-_CHOSEN = False  # True once _POOL was set (by use_memory_resource, or made by active)
+# The pool given by use_memory_resource, as [pool] ([None]: none, numba-cuda allocates), or
+# None when none was given: then each device has its default pool (made on first use).
+_GIVEN: list[DevicePool | None] | None = None
+_DEFAULTS: dict[int, DevicePool | None] = {}  # device id -> its default pool, or None
+_WANTED: bool | None = None  # the environment and ``allowed()``, asked once
+_UNSET = object()
 
 
 def enabled_by_environment() -> bool:
@@ -300,28 +333,41 @@ def enabled_by_environment() -> bool:
     return value not in ("0", "false", "off", "no")
 
 
-def active(on_gpu: bool, allowed: Callable[[], bool] | None = None) -> DevicePool | None:
+def active(
+    on_gpu: bool,
+    allowed: Callable[[], bool] | None = None,
+    device_id: Callable[[], int] | None = None,
+) -> DevicePool | None:
     """The pool smartarray allocates device buffers from, or None (numba-cuda allocates).
 
     A resource given to :func:`use_memory_resource` is used in any tier (that is how the
     simulator tier tests the pool, with a stand-in resource). Otherwise, on a GPU
     (``on_gpu``), unless the environment turns it off or ``allowed()`` (asked once) is false,
-    the default pool (:class:`CudaCoreResource`) is made on first use; if ``cuda.core``
-    cannot make it (no stream-ordered allocator on this driver), numba-cuda allocates, as
-    without the pool.
+    each device has a default pool (:class:`CudaCoreResource`), made on first use on that
+    device (``device_id()``, the current device; 0 without it); if ``cuda.core`` cannot make
+    it (no stream-ordered allocator on this driver), numba-cuda allocates there, with a
+    warning.
     """
-    global _POOL, _CHOSEN
-    if _CHOSEN:
-        return _POOL
+    global _WANTED
+    given = _GIVEN
+    if given is not None:
+        return given[0]
     if not on_gpu:
         return None
-    wanted = enabled_by_environment() and (allowed is None or allowed())  # (not under _LOCK)
+    key = 0 if device_id is None else device_id()
+    pool = _DEFAULTS.get(key, _UNSET)
+    if pool is not _UNSET:
+        return pool  # type: ignore[return-value]
+    wanted = _WANTED
+    if wanted is None:  # (not under _LOCK: ``allowed`` asks Numba)
+        wanted = enabled_by_environment() and (allowed is None or allowed())
     with _LOCK:
-        if not _CHOSEN:
-            pool = None
+        _WANTED = wanted
+        if key not in _DEFAULTS:
+            made = None
             if wanted:
                 try:
-                    pool = DevicePool(CudaCoreResource(), _core_stream, fallback=True)
+                    made = DevicePool(CudaCoreResource(), _core_stream, fallback=True)
                 except Exception as error:  # (an old driver or device: numba-cuda allocates)
                     warnings.warn(
                         f"smartarray: no device memory pool ({type(error).__name__}: "
@@ -330,9 +376,8 @@ def active(on_gpu: bool, allowed: Callable[[], bool] | None = None) -> DevicePoo
                         RuntimeWarning,
                         stacklevel=2,
                     )
-                    pool = None
-            _POOL, _CHOSEN = pool, True
-    return _POOL
+            _DEFAULTS[key] = made
+        return _DEFAULTS[key]
 
 
 def give_up(pool: DevicePool, error: BaseException) -> bool:
@@ -344,12 +389,15 @@ def give_up(pool: DevicePool, error: BaseException) -> bool:
     :func:`use_memory_resource` keeps raising its errors. Buffers already allocated keep
     going back to the pool they came from, which :func:`given_up` keeps for trimming.
     """
-    global _POOL
     if not pool.fallback or not _says_unsupported(error):
         return False
     with _LOCK:
-        if _POOL is pool:
-            _POOL = None
+        if _GIVEN is not None and _GIVEN[0] is pool:
+            _GIVEN[0] = None
+        for key, default in list(_DEFAULTS.items()):
+            if default is pool:
+                _DEFAULTS[key] = None
+        if all(p is not pool for p, _ in _GIVEN_UP):
             _GIVEN_UP.append((pool, f"{type(error).__name__}: {error}"))
     warnings.warn(
         f"smartarray: the device memory pool failed ({type(error).__name__}: {error}); "
@@ -374,6 +422,17 @@ def _says_unsupported(error: BaseException) -> bool:
 _GIVEN_UP: list[tuple[DevicePool, str]] = []
 
 
+def all_pools() -> list[DevicePool]:
+    """Every pool in use: the one given (:func:`use_memory_resource`), else each device's
+    default pool made so far; then those given up (whose freed memory is kept still)."""
+    with _LOCK:
+        if _GIVEN is not None:
+            pools = [] if _GIVEN[0] is None else [_GIVEN[0]]
+        else:
+            pools = [pool for pool in _DEFAULTS.values() if pool is not None]
+        return pools + [pool for pool, _ in _GIVEN_UP if pool not in pools]
+
+
 def given_up() -> list[tuple[DevicePool, str]]:
     """The pools :func:`give_up` turned off, each with the error that made it."""
     with _LOCK:
@@ -393,11 +452,10 @@ def use_memory_resource(
     With ``fallback``, an error of the resource other than running out of memory turns the
     pool off (:func:`give_up`), as for the pool made by default.
     """
-    global _POOL, _CHOSEN
+    global _GIVEN
     with _LOCK:
-        previous = _POOL
-        _POOL = None if resource is None else DevicePool(resource, to_stream, fallback)
-        _CHOSEN = True
+        previous = None if _GIVEN is None else _GIVEN[0]
+        _GIVEN = [None if resource is None else DevicePool(resource, to_stream, fallback)]
     return previous
 
 
@@ -406,13 +464,14 @@ def memory_resource(
     resource: Any, to_stream: Callable[[Any], Any] | None = None, fallback: bool = False
 ) -> Iterator[DevicePool | None]:
     """Within the block, allocate from ``resource`` (see :func:`use_memory_resource`); then
-    go back to the pool (or the choice still to make) found before. Yields the new pool."""
-    global _POOL, _CHOSEN
+    go back to the pool given before, or to the devices' default pools. Yields the new
+    pool."""
+    global _GIVEN
     with _LOCK:
-        saved = _POOL, _CHOSEN
+        saved = _GIVEN
     use_memory_resource(resource, to_stream, fallback)
     try:
-        yield _POOL
+        yield None if _GIVEN is None else _GIVEN[0]
     finally:
         with _LOCK:
-            _POOL, _CHOSEN = saved
+            _GIVEN = saved

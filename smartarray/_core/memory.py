@@ -56,6 +56,10 @@ class Allocation(Protocol):
     nbytes: int
     lock: Any  # a re-entrant lock
     state: Any  # a coherence.State
+    # (set by LaunchPins once a launch on the default stream is enqueued)
+    _default_stream_work: bool
+    _ordered: Any
+    _block: Any
 
     @property
     def device_handed_out(self) -> bool: ...
@@ -164,6 +168,11 @@ class LaunchPins:
         # recorded for an allocation is kept.
         self.hold: Callable[[int, tuple[Allocation, Any]], Any] = self.states.setdefault
         self.after_release: Callable[[], None] | None = None
+        # Set by Allocation.launch_value when it pins for a launch on the default stream of a
+        # GPU: once the launch is enqueued (the pins released), each allocation records that
+        # work again, in case another thread's work on another stream was recorded between
+        # the pinning and the enqueue (see __call__).
+        self.default_work = False
         # What the launch's arguments record as the launch being prepared
         # (Allocation.begin_device_write): numba-cuda's ``retr`` list, or these pins.
         self.token: object = self if token is None else token
@@ -199,6 +208,17 @@ class LaunchPins:
         self()
 
     def __call__(self) -> None:
+        if self.default_work:
+            # The launch's work on the default stream is enqueued now: every later device
+            # work on another stream is ordered after it, and the free of a pooled buffer
+            # too (Allocation._note_device_work; set inline: no call per argument).
+            for alloc, _ in list(self.states.values()):
+                with alloc.lock:
+                    alloc._default_stream_work = True
+                    alloc._ordered = None
+                    block = alloc._block
+                    if block is not None:
+                        block.after_default_stream = True
         with _BUDGET.lock:
             _BUDGET.launches.discard(self)
             entries = _BUDGET.entries
