@@ -67,7 +67,12 @@ if HostOnlyCUDAMemoryManager is not None:
             pool = _backend.device_pool()  # (the current device's)
             if pool is None:
                 raise RuntimeError(_NO_POOL)
-            return _backend.pooled_pointer(pool.allocate(size, 0))
+            try:
+                block = pool.allocate(size, 0)
+            except _device_pool.Unsupported as exc:  # (turned off: Numba cannot go on)
+                _device_pool.give_up(pool, exc.args[0])
+                raise RuntimeError(_NO_POOL) from exc.args[0]
+            return _backend.pooled_pointer(block)
 
         def get_memory_info(self) -> MemoryInfo:
             """``(free, total)`` bytes of the device, as the driver reports them (memory the

@@ -121,7 +121,7 @@ host_tier = pytest.mark.skipif(
 def test_the_pool_counts_what_it_hands_out_and_gets_back() -> None:
     fake = FakeResource()
     pool = _device_pool.DevicePool(fake)
-    first = pool.allocate(64, "s1")
+    first = pool.allocate(64, "s1", lasting=True)  # (freed on its stream)
     second = pool.allocate(32, 0)
     assert (first.address, first.nbytes, first.stream) == (1 << 20, 64, "s1")
     first.free()
@@ -136,23 +136,30 @@ def test_the_pool_counts_what_it_hands_out_and_gets_back() -> None:
     assert pool.info()["live_bytes"] == 0
 
 
-def test_a_buffer_from_an_external_stream_goes_back_on_the_default_stream() -> None:
-    class External:  # (numba.cuda.external_stream: another library's, it may be destroyed)
-        external = True
+def test_a_buffer_goes_back_on_its_stream_only_if_that_stream_lasts() -> None:
+    class Stream:  # (a Numba stream: ``external`` says whether it owns its handle)
+        def __init__(self, external: bool) -> None:
+            self.external = external
+
+    class CoreStream:  # (a cuda.core stream, such as numba-cuda hands kernel arguments)
+        pass
 
     fake = FakeResource()
     pool = _device_pool.DevicePool(fake)
-    stream = External()
-    block = pool.allocate(8, stream)
-    assert block.stream is stream and block.free_stream == 0
-    block.free()
-    assert fake.take() == [("allocate", 8, stream), ("close", 8, 0)]
+    owned, external, core = Stream(False), Stream(True), CoreStream()
+    for stream, freed_on in ((0, 0), (owned, owned), (external, 0), (core, 0)):
+        block = pool.allocate(8, stream)
+        assert block.stream is stream and block.free_stream is freed_on
+        block.free()
+        assert fake.take() == [("allocate", 8, stream), ("close", 8, freed_on)]
+    block = pool.allocate(8, core, lasting=True)  # (the caller knows: kept by the block)
+    assert block.free_stream is core
 
 
 def test_streams_are_handed_to_the_resource_converted() -> None:
     fake = FakeResource()
     pool = _device_pool.DevicePool(fake, to_stream=lambda stream: ("core", stream))
-    pool.allocate(8, 7).free()
+    pool.allocate(8, 7, lasting=True).free()
     assert fake.take() == [("allocate", 8, ("core", 7)), ("close", 8, ("core", 7))]
 
 
@@ -545,7 +552,7 @@ def test_the_ordering_step_waits_as_asked(monkeypatch: pytest.MonkeyPatch) -> No
     )
     fake = FakeResource()
     pool = _device_pool.DevicePool(fake)
-    block = pool.allocate(8, "s1")
+    block = pool.allocate(8, "s1", lasting=True)
     assert not block.fenced
     block.last_event = FakeEvent("s2", log.append)
     block.after_default_stream = True
@@ -575,13 +582,36 @@ def test_a_free_that_fails_leaves_the_buffer_counted_live() -> None:
         def close(self, buffer: FakeBuffer, stream: Any) -> None:
             raise RuntimeError("CUDA_ERROR_INVALID_CONTEXT (stand-in)")
 
-    pool = _device_pool.DevicePool(Broken())
-    block = pool.allocate(8)
-    with pytest.raises(RuntimeError, match="INVALID_CONTEXT"):
-        block.free()
-    info = pool.info()
-    assert info["frees"] == 0 and info["live_bytes"] == 8
-    block.free()  # (once: not tried again)
+    class NoScope(FakeResource):
+        def device_scope(self) -> Any:
+            raise RuntimeError("Cannot switch CUDA-context. (stand-in)")
+
+    for resource, match in ((Broken(), "INVALID_CONTEXT"), (NoScope(), "switch")):
+        pool = _device_pool.DevicePool(resource)
+        block = pool.allocate(8)
+        with pytest.raises(RuntimeError, match=match):
+            block.free()
+        info = pool.info()
+        assert info["frees"] == 0 and info["live_bytes"] == 8
+        # Work may still use it: never given back, and kept from freeing itself.
+        assert _device_pool._KEPT[-1] is block.buffer
+        block.free()  # (once: not tried again)
+        assert resource.take() == [("allocate", 8, 0)]
+
+
+@simulator
+def test_a_scratch_copy_goes_back_after_the_work_on_it(ordered: FakeResource) -> None:
+    from helpers import numba_add_ufunc, numba_ufunc_support
+
+    s1 = cuda.stream()
+    with numba_ufunc_support():
+        add = numba_add_ufunc()
+        a = sa.SmartArray(np.arange(N, dtype=np.float64), where="gpu")
+        ordered.take()
+        assert add.reduce(a, stream=s1) == sum(range(N))
+    calls = ordered.take()
+    assert calls[0] == ("allocate", NBYTES, s1)  # (the scratch copy, on the reduce's stream)
+    assert calls[-2:] == [("stream waits", s1, s1), ("close", NBYTES, s1)]
 
 
 # --- numba-cuda pointers over pooled buffers, and the Numba plugin (host tier) -------------
@@ -681,7 +711,7 @@ def test_the_free_waits_for_the_last_work_however_its_array_dies(
     monkeypatch.setattr(_device_pool, "_ORDER_FREE", lambda block: waited.append(block.last_event))
     fake = FakeResource()
     pool = _device_pool.DevicePool(fake)
-    block = pool.allocate(NBYTES, "s1")
+    block = pool.allocate(NBYTES, "s1", lasting=True)
     device = _backend._pooled_array(block, (N,), F8, "C")
     alloc = Allocation(
         (N,), F8, "C", host=None, device=device, state=State.DEVICE, host_memory="pageable"

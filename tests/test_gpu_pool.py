@@ -127,30 +127,25 @@ def test_the_numba_plugin_allocates_numbas_arrays_from_the_pool(
     assert proc.stdout.split()[-2] == "ok" and int(proc.stdout.split()[-1]) >= 1
 
 
-def test_the_pool_is_on_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(_device_pool.ENVIRONMENT_VARIABLE)
+@pytest.mark.parametrize("setting", [None, "0"])
+def test_the_pool_is_on_by_default_and_the_environment_turns_it_off(
+    monkeypatch: pytest.MonkeyPatch, setting: str | None
+) -> None:
+    if setting is None:
+        monkeypatch.delenv(_device_pool.ENVIRONMENT_VARIABLE)
+        check = (
+            "assert info['enabled'] and info['resource'] == 'CudaCoreResource', info\n"
+            "assert info['allocations'] == 1, info\n"
+        )
+    else:
+        monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, setting)
+        check = "assert info == {'enabled': False}, info\n"
     script = (
         "import warnings\n"
-        "warnings.simplefilter('error', RuntimeWarning)\n"  # (the pool was made)
+        "warnings.simplefilter('error', RuntimeWarning)\n"  # (no pool that failed)
         "import numpy as np, smartarray as sa\n"
         "a = sa.SmartArray(np.ones(8), where='gpu')\n"
-        "info = sa.device_pool_info()\n"
-        "assert info['enabled'] and info['resource'] == 'CudaCoreResource', info\n"
-        "assert info['allocations'] == 1, info\n"
-        "print(float(np.asarray(a).sum()))\n"
-    )
-    proc = run_python(["-c", script], simulator=False, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.split()[-1] == "8.0"
-
-
-def test_the_environment_turns_the_pool_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(_device_pool.ENVIRONMENT_VARIABLE, "0")
-    script = (
-        "import numpy as np, smartarray as sa\n"
-        "a = sa.SmartArray(np.ones(8), where='gpu')\n"
-        "assert sa.device_pool_info() == {'enabled': False}\n"
-        "print(float(np.asarray(a).sum()))\n"
+        "info = sa.device_pool_info()\n" + check + "print(float(np.asarray(a).sum()))\n"
     )
     proc = run_python(["-c", script], simulator=False, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr

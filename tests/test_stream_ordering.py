@@ -233,6 +233,7 @@ TWO_READERS = {
     "s1 s2, first done first": ("s1", "s2", "0", "p1 e1 p2 e2 d1 d2"),
     "s1 and the fast path, enqueued late": ("s1", "0", "s2", "p1 p2 e2 e1 d1 d2"),
     "s1 and the fast path, done between": ("s1", "0", "s2", "p1 e1 p2 d1 e2 d2"),
+    "the fast path pinned first, done first": ("s1", "0", "s2", "p2 p1 e1 e2 d2 d1"),
     "the fast path and s1": ("0", "s1", "s2", "p1 e1 p2 e2 d2 d1"),
     "default (general path) and s1": ("0", "s1", "s2", "upload p1 p2 e1 e2 d1 d2"),
 }

@@ -214,8 +214,10 @@ def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: An
         pool = device_pool()
         size = int(np.prod(shape, dtype=np.int64))
         if pool is not None and size:
+            if is_default_stream(stream):
+                stream = 0  # (whatever object names it: a free there waits for nothing more)
             try:
-                block = pool.allocate(size * dtype.itemsize, stream)
+                block = pool.allocate(size * dtype.itemsize, stream, _lasting(stream))
             except _device_pool.Unsupported as exc:  # (the default pool cannot work here)
                 _device_pool.give_up(pool, exc.args[0])
             else:
@@ -229,6 +231,15 @@ def device_empty(shape: tuple[int, ...], dtype: np.dtype, order: str, stream: An
                 f"{shape}"
             ) from exc
         raise
+
+
+def _lasting(stream: Any) -> bool | None:
+    """Whether ``stream`` lives as long as a pooled buffer allocated on it (see
+    ``device_pool.DevicePool.allocate``): the default stream does; in the simulator every
+    stream does (nothing is destroyed under a buffer there); else the pool decides."""
+    if is_default_stream(stream) or tier() == "simulator":
+        return True
+    return None
 
 
 def _contiguous_strides(shape: tuple[int, ...], itemsize: int, order: str) -> tuple[int, ...]:
@@ -308,6 +319,16 @@ def pooled_block(device: Any) -> _device_pool.Block | None:
     """The pool's block under the device array ``device`` made by :func:`device_empty`, or
     None (numba-cuda's memory, an adopted or mapped array, or a view)."""
     return getattr(device, "_smartarray_block", None)
+
+
+def used_on(device: Any, stream: Any) -> None:
+    """Work enqueued so far on ``stream`` used ``device`` (a scratch array no allocation
+    records work for): if it is a pooled buffer, its free waits for that work."""
+    block = pooled_block(device)
+    if block is not None:
+        event = record_event(stream)
+        block.last_event = event
+        block.after_default_stream = event is None and is_gpu_default_stream(stream)
 
 
 def address_handed_out(device: Any) -> None:
@@ -427,21 +448,22 @@ def _flush_deferred_frees() -> None:
 
 
 def release_device_pool() -> int:
-    """Give the device memory the pool keeps for reuse back to the device.
+    """Give the device memory the pools keep for reuse back to the devices.
 
     Returns
     -------
     int
-        The bytes released, as far as the pool tells (0 without a pool).
+        The bytes released, as far as the pools tell (0 without a pool).
 
     Notes
     -----
-    On a GPU, SmartArrays' device buffers come from the driver's stream-ordered memory
-    pool, which keeps freed memory for the next allocations. Other allocators (Numba's own
-    ``cuda.device_array``, CuPy, PyTorch) do not see that memory: call this when they need
-    it, or let Numba allocate from the same pool (``NUMBA_CUDA_MEMORY_MANAGER=
-    smartarray.numba_pool``). smartarray calls it itself before evicting device copies when
-    the device is out of memory. The device is synchronised first.
+    On a GPU, SmartArrays' device buffers come from a stream-ordered memory pool of the
+    driver (one per device), which keeps freed memory for the next allocations. Other
+    allocators (Numba's own ``cuda.device_array``, CuPy, PyTorch) do not see that memory:
+    call this when they need it, or let Numba allocate from the same pool
+    (``NUMBA_CUDA_MEMORY_MANAGER=smartarray.numba_pool``). smartarray calls it itself
+    before evicting device copies when the device is out of memory. The device is
+    synchronised first.
     """
     pools = _pools()
     if not pools:
@@ -456,13 +478,14 @@ def device_pool_info() -> dict[str, Any]:
     Returns
     -------
     dict
-        ``enabled`` (False: numba-cuda allocates, e.g. in the simulator or with
-        ``SMARTARRAY_DEVICE_POOL=0``), and with a pool: ``resource`` (its type), ``allocations``
-        and ``frees`` (buffers), ``live_buffers``, ``live_bytes`` and ``peak_live_bytes``
-        (allocated and not given back), ``trims``, and ``reserved_bytes`` (what the pool holds
-        from the device, None if the resource does not tell). After the pool failed and was
-        turned off (with a warning), ``given_up`` is that error and ``reserved_bytes`` what
-        it still holds (:func:`release_device_pool` gives it back).
+        Of the current device's pool: ``enabled`` (False: numba-cuda allocates, e.g. in the
+        simulator or with ``SMARTARRAY_DEVICE_POOL=0``), and with a pool: ``resource`` (its
+        type), ``allocations`` and ``frees`` (buffers), ``live_buffers``, ``live_bytes`` and
+        ``peak_live_bytes`` (allocated and not given back), ``trims``, and
+        ``reserved_bytes`` (what the pool holds from the device, None if the resource does
+        not tell). After the pool failed and was turned off (with a warning), ``given_up``
+        is that error and ``reserved_bytes`` what it still holds (:func:`release_device_pool`
+        gives it back).
     """
     pool = device_pool()
     if pool is not None:

@@ -91,15 +91,19 @@ class Block:
         "synchronize",
     )
 
-    def __init__(self, pool: DevicePool, buffer: Any, nbytes: int, stream: Any) -> None:
+    def __init__(
+        self, pool: DevicePool, buffer: Any, nbytes: int, stream: Any, lasting: bool = True
+    ) -> None:
         self._pool = pool
         self.buffer = buffer
         self.address = int(buffer.handle)
         self.nbytes = nbytes
         self.stream = stream
-        # (every device work on the buffer is recorded in last_event / after_default_stream,
-        # the work on its allocation stream too: the default stream, after them, is as good)
-        self.free_stream: Any = 0 if getattr(stream, "external", False) else stream
+        # Freed on its allocation stream when that stream lasts as long as the block (see
+        # DevicePool.allocate); else on the default stream, after the work recorded in
+        # last_event / after_default_stream (all device work on the buffer is recorded
+        # there, on its allocation stream too).
+        self.free_stream: Any = stream if lasting else 0
         self.freed = False
         self.last_event: Any = None
         self.after_default_stream = False
@@ -107,12 +111,20 @@ class Block:
 
     @property
     def fenced(self) -> bool:
-        """True when the free must first wait for something."""
-        return self.synchronize or self.after_default_stream or self.last_event is not None
+        """True when the free must first wait for something (on the default stream, for
+        nothing the default stream ran)."""
+        if self.synchronize or self.last_event is not None:
+            return True
+        free_stream = self.free_stream
+        return self.after_default_stream and not (type(free_stream) is int and free_stream == 0)
 
     def free(self) -> None:
         """Give the buffer back to the pool, on its stream (once; later calls do nothing)."""
         self._pool.free(self)
+
+
+# Buffers whose free failed before they were given back (see DevicePool.free): kept alive.
+_KEPT: list[Any] = []
 
 
 class Unsupported(Exception):
@@ -150,12 +162,24 @@ class DevicePool:
         self.peak_live_bytes = 0
         self.trims = 0
 
-    def allocate(self, nbytes: int, stream: Any = 0) -> Block:
+    def allocate(self, nbytes: int, stream: Any = 0, lasting: bool | None = None) -> Block:
         """A buffer of ``nbytes`` bytes, allocated on ``stream`` (usable by work ordered after
         the allocation on that stream; None is the default stream, 0). The resource's
-        out-of-memory error propagates."""
+        out-of-memory error propagates.
+
+        ``lasting``: whether ``stream`` lives as long as the buffer (the default stream, or
+        a stream the block keeps alive by holding it): then the buffer is freed on it, else
+        on the default stream. None: true for ``0`` and for objects that say they own their
+        stream (a Numba stream: ``external`` False); another library's stream, or the
+        non-owning ``cuda.core`` wrapper numba-cuda hands kernel arguments, may be
+        destroyed while the buffer lives.
+        """
         if stream is None:
             stream = 0
+        if lasting is None:
+            lasting = (type(stream) is int and stream == 0) or getattr(
+                stream, "external", True
+            ) is False
         converted = self._to_stream(stream)  # (a stream it cannot take: the caller's error)
         try:
             buffer = self.resource.allocate(nbytes, stream=converted)
@@ -163,7 +187,7 @@ class DevicePool:
             if self.fallback and _says_unsupported(error):
                 raise Unsupported(error) from error
             raise
-        block = Block(self, buffer, nbytes, stream)
+        block = Block(self, buffer, nbytes, stream, lasting)
         with self._lock:
             self.allocations += 1
             self.live_bytes += nbytes
@@ -183,14 +207,20 @@ class DevicePool:
         if sys.is_finalizing():  # (interpreter exit: the CUDA context may be gone already;
             return  # the buffer object frees itself, as far as there is anything left to free)
         scope = getattr(self.resource, "device_scope", None)  # (its device's context current)
-        with scope() if scope is not None else contextlib.nullcontext():
-            if block.fenced and _ORDER_FREE is not None:
-                _ORDER_FREE(block)  # (the buffer's stream waits for the work that used it)
-            close = getattr(self.resource, "close", None)
-            if close is not None:
-                close(block.buffer, self._to_stream(block.free_stream))
-            else:
-                block.buffer.close(self._to_stream(block.free_stream))
+        try:
+            with scope() if scope is not None else contextlib.nullcontext():
+                if block.fenced and _ORDER_FREE is not None:
+                    _ORDER_FREE(block)  # (the buffer's stream waits for the work that used it)
+                close = getattr(self.resource, "close", None)
+                if close is not None:
+                    close(block.buffer, self._to_stream(block.free_stream))
+                else:
+                    block.buffer.close(self._to_stream(block.free_stream))
+        except BaseException:
+            # Work may still use the memory: the buffer is never given back (a buffer object
+            # that died would free itself, waiting for nothing). Counted as live.
+            _KEPT.append(block.buffer)
+            raise
         with self._lock:
             self.frees += 1
             self.live_bytes -= block.nbytes
@@ -274,12 +304,18 @@ class CudaCoreResource:
     def device_scope(self) -> Iterator[None]:
         """Within the block, the context of this pool's device is current (a buffer is
         given back from a finalizer, in any thread, maybe while another device's context
-        is current: ``numba.cuda.gpus[id]`` then makes it current for the block)."""
+        is current: its primary context is then pushed for the block)."""
         if int(self._context().device.id) == self.device_id:
             yield
             return
-        with self._gpus[self.device_id]:
+        # (pushed directly: numba.cuda.gpus[id] refuses while a Numba call of another
+        # device is on the stack, which a finalizer may run inside)
+        context = self._gpus[self.device_id].get_primary_context()
+        context.push()
+        try:
             yield
+        finally:
+            context.pop()
 
     def trim(self) -> None:
         """Wait for the device (frees still pending on some stream complete), then give every

@@ -405,11 +405,15 @@ def temporary_device(
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     what = f"a scratch copy of {label}"
     _reserve(nbytes, what, keep)
+    scratch = None
     try:
-        yield _make_evicting_on_oom(
+        scratch = _make_evicting_on_oom(
             nbytes, what, keep, lambda: _backend.device_empty(shape, dtype, "C", stream)
         )
+        yield scratch
     finally:
+        if scratch is not None:  # (the work on it, which its free waits for if pooled)
+            _backend.used_on(scratch, stream)
         with _BUDGET.lock:
             _BUDGET.used -= nbytes
 
