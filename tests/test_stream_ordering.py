@@ -414,7 +414,7 @@ class TestStreamOrdering(StreamOrderingMachine.TestCase):  # type: ignore[name-d
 # given back on the stream it was allocated on, and its memory is handed out again. Here a
 # stand-in pool does that, in the model: a free is an operation on the buffer's stream, which
 # must run after every earlier operation on that memory (on any stream: smartarray makes the
-# free wait for them, smartarray._core.device_pool.Block.order_after); an allocation that
+# free wait for them, smartarray._core.device_pool.Block.last_event); an allocation that
 # reuses freed memory is ordered after the free (the driver's rule), and is an operation too,
 # after which the memory's first users on other streams must be ordered. Arrays are dropped
 # and made again (on the host, uploaded on a stream, filled on the device on a stream), and

@@ -6,14 +6,15 @@ the results of CUDA ufunc calls, and scratch copies) from the driver's stream-or
 instead, through ``cuda.core`` (a dependency of numba-cuda): ``DeviceMemoryResource`` for the
 current device, whose ``allocate(size, stream=...)`` is ``cuMemAllocFromPoolAsync`` and whose
 buffers' ``close(stream)`` is ``cuMemFreeAsync``. A buffer freed goes back to the pool on the
-stream it was allocated on (the stream of the operation that first needed the device copy),
-ordered after the work enqueued there, and the next allocation of that size is served from the
-pool without a driver allocation. Work on other streams that used the buffer is waited for
-first (:attr:`Block.last_event`, :attr:`Block.after_default_stream`: the owner records its
-device work in the block as it goes; a buffer whose address was handed out waits for the
-whole device, as ``cuMemFree`` does). :mod:`smartarray._core.backend` wraps each buffer so
-that Numba sees an ordinary device array; :mod:`smartarray.numba_pool` offers the same pool
-to Numba's own allocations (an EMM plugin, opt-in).
+stream it was allocated on (the stream of the operation that first needed the device copy; the
+default stream when that one may not outlive it), ordered after the work enqueued there, and
+the next allocation of that size is served from the pool without a driver allocation. Work on
+other streams that used the buffer is waited for first (:attr:`Block.last_event`,
+:attr:`Block.after_default_stream`: the owner records its device work in the block as it goes;
+a buffer whose address was handed out waits for the whole device, as ``cuMemFree`` does).
+:mod:`smartarray._core.backend` wraps each buffer so that Numba sees an ordinary device array;
+:mod:`smartarray.numba_pool` offers the same pool to Numba's own allocations (an EMM plugin,
+opt-in).
 
 This module holds the pool's bookkeeping and imports nothing of smartarray's: the memory
 resource, how a stream is handed to it, and how a free waits for other streams, are given to
@@ -33,8 +34,8 @@ variable ``SMARTARRAY_DEVICE_POOL=0`` (read when the pool is first needed) turns
 numba-cuda's ``cuda.device_array`` is used instead, as it is when Numba was given another
 memory manager (RMM's, through ``NUMBA_CUDA_MEMORY_MANAGER``): SmartArrays then allocate from
 that one. If ``cuda.core`` cannot make the pool (a driver without stream-ordered allocation),
-or the pool fails with an error other than running out of memory, numba-cuda allocates too
-(:func:`give_up`, with a warning).
+or the pool fails with an error that says it is not supported, numba-cuda allocates too
+(:func:`give_up`, with a warning). Each device has its own pool.
 """
 
 from __future__ import annotations
@@ -62,9 +63,12 @@ class Block:
     buffer
         The memory resource's buffer object.
     stream
-        The stream the buffer was allocated on, and is freed on, unless it is an external
-        stream (another library's, ``numba.cuda.external_stream``), which may be destroyed
-        while the buffer lives: then on the default stream (:attr:`free_stream`).
+        The stream the buffer was allocated on.
+    free_stream
+        The stream it is freed on: ``stream`` when that lasts as long as the buffer (the
+        default stream, a Numba stream the block holds), else the default stream (a stream
+        that may be destroyed while the buffer lives: another library's, or the
+        non-owning ``cuda.core`` wrapper of a kernel launch); see :meth:`DevicePool.allocate`.
     last_event
         The event recorded after the last device work that used the buffer on a stream other
         than the default one (an event that covers all earlier work on it), or None; the
