@@ -466,6 +466,19 @@ class PoolBuffer:
 MAKE = st.sampled_from(["host", "uploaded", "filled"])
 
 
+def _interleavings(a: list[str], b: list[str]) -> list[str]:
+    """Every interleaving of the step lists ``a`` and ``b`` (each kept in order)."""
+    if not a or not b:
+        return [" ".join(a + b)]
+    return [
+        " ".join([a[0], rest]) for rest in _interleavings(a[1:], b)
+    ] + [" ".join([b[0], rest]) for rest in _interleavings(a, b[1:])]
+
+
+# The 20 ways two launches (prepare, enqueue, callbacks) can interleave.
+INTERLEAVINGS = sorted(set(_interleavings(["p1", "e1", "d1"], ["p2", "e2", "d2"])))
+
+
 class PooledStreamOrderingMachine(StreamOrderingMachine):
     def __init__(self) -> None:
         from smartarray._core import device_pool as _device_pool
@@ -538,6 +551,23 @@ class PooledStreamOrderingMachine(StreamOrderingMachine):
     @rule(k=ARRAYS, s=STREAMS, how=MAKE)
     def make_again(self, k: int, s: int, how: str) -> None:
         self._make_again(k, s, how)
+
+    @rule(k=ARRAYS, streams=st.tuples(STREAMS, STREAMS), steps=st.sampled_from(INTERLEAVINGS))
+    def two_reads_at_once(self, k: int, streams: tuple[int, int], steps: str) -> None:
+        # Two threads launch a kernel reading the array, each on its stream, interleaved as
+        # ``steps`` says (p: prepare the argument, e: enqueue, d: the launch's callbacks);
+        # later rules write it, drop it, free its device copy: none may race these reads.
+        array = self.arrays[k]
+        readers = {"1": self.streams[streams[0]], "2": self.streams[streams[1]]}
+        retrs: dict[str, list[Any]] = {"1": [], "2": []}
+        for step in steps.split():
+            if step[0] == "p":
+                kernel_argument(array, "in", retrs[step[1]], readers[step[1]])
+            elif step[0] == "e":
+                self.model.operation("kernel read", array._alloc.device, None, readers[step[1]])
+            else:
+                for callback in retrs[step[1]]:
+                    callback()
 
     @rule(k=ARRAYS, s=STREAMS, reader=STREAMS, keep=st.booleans(), how=MAKE)
     def hand_out_read_and_drop(self, k: int, s: int, reader: int, keep: bool, how: str) -> None:
