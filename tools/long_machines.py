@@ -5,10 +5,12 @@
 Runs ``CoherenceMachine`` (tests/test_stateful.py: coherence against a numpy model, exact
 transfer counts), ``BudgetMachine`` (tests/test_stateful_memory.py: the device memory
 budget under a small random limit) and ``RangeMachine`` (tests/test_ranges.py: random slices
-read and written on both sides, validity per byte), each with the given number of examples and steps, and
-prints one line per machine: examples, steps, seconds and the outcome. A failure prints
-hypothesis's shortest failing sequence and makes the exit status 1. The results of the last
-run are recorded in docs/testing.md.
+read and written on both sides, validity per byte), each with the given number of examples
+and steps; ``--machines`` also takes ``streams`` and ``pooled`` (tests/test_stream_ordering.py:
+cross-stream ordering against a happens-before model, the second with a stream-ordered
+device pool). It prints one line per machine: examples, steps, seconds and the outcome. A
+failure prints hypothesis's shortest failing sequence and makes the exit status 1. The
+results of the last run are recorded in docs/testing.md.
 """
 
 from __future__ import annotations
@@ -28,17 +30,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--examples", type=int, default=1500)
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--machines", nargs="*", default=["coherence", "budget", "ranges"])
+    parser.add_argument(
+        "--machines",
+        nargs="*",
+        default=["coherence", "budget", "ranges"],
+        choices=["coherence", "budget", "ranges", "streams", "pooled"],
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(TESTS))
     import test_ranges
     import test_stateful
     import test_stateful_memory
+    import test_stream_ordering
 
     machines = {
         "coherence": test_stateful.CoherenceMachine,
         "budget": test_stateful_memory.BudgetMachine,
         "ranges": test_ranges.RangeMachine,
+        "streams": test_stream_ordering.StreamOrderingMachine,
+        "pooled": test_stream_ordering.PooledStreamOrderingMachine,
     }
     failed = False
     for name in args.machines:
