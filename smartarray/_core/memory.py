@@ -213,6 +213,8 @@ class LaunchPins:
             # work on another stream is ordered after it, and the free of a pooled buffer
             # too (Allocation._note_device_work; set inline: no call per argument).
             for alloc, _ in list(self.states.values()):
+                if alloc._default_stream_work and alloc._ordered is None:
+                    continue  # (as launch_value left it: a later note merges this launch)
                 with alloc.lock:
                     alloc._default_stream_work = True
                     alloc._ordered = None
