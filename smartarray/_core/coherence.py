@@ -944,7 +944,10 @@ class Allocation:
         Returns the event recorded for it: None for work on the default stream (except for
         mapped memory, whose host readers must wait for device writers), which every later
         copy and every blocking stream is ordered after anyway; a non-blocking stream is made
-        to wait for the default stream then (see :meth:`_order_after_device_work`).
+        to wait for the default stream then (see :meth:`_order_after_device_work`). Only
+        the last event is kept, so it must cover all earlier work: ``stream`` is first made
+        to wait for earlier work it was not ordered after (:meth:`_merge_earlier_work`). A
+        pooled device buffer's block gets the same record (its free waits for it).
         """
         if self._device_event is not None or self._default_stream_work:
             ordered = self._ordered
@@ -973,6 +976,7 @@ class Allocation:
         return event
 
     def _merge_earlier_work(self, stream: Any) -> None:
+        """Make ``stream`` (None: the default stream) wait for the recorded earlier work."""
         target = 0 if stream is None else stream  # (device work on the default stream)
         if self._device_event is not None:
             _backend.wait_event(self._device_event, target)
