@@ -45,7 +45,9 @@ class RawState:
     fill: tuple[Any] | None
     ranges: list[tuple[int, int, str]]
 
-    def side_bytes(self, side: str, dtype: np.dtype, shape: tuple[int, ...], order: str) -> np.ndarray | None:
+    def side_bytes(
+        self, side: str, dtype: np.dtype, shape: tuple[int, ...], order: str
+    ) -> np.ndarray | None:
         """The bytes of ``side`` (``'host'`` or ``'gpu'``) as a uint8 array of ``nbytes``,
         the fill materialised for a buffer not made yet; None for undefined (``empty``)."""
         raw = self.host if side == "host" else self.device

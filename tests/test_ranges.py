@@ -68,15 +68,23 @@ def test_segments_set_merge_and_never_stale_on_both_sides_when_coarsening() -> N
     assert segments.runs(((0, 25),), host) == [(10, 25)]
     segments.assign(0, 1000, device)
     assert segments.uniform() == device
-    # Past the cap, BOTH segments merge into neighbours: one-sided bytes stay one-sided.
+    # The cap's two moves (Allocation._cap decides which): a BOTH segment next to one of
+    # ``side`` joins it; the window of ``count`` segments with the smallest span.
     segments = Segments(10_000, both, both)
-    for i in range(_ranges.MAX_SEGMENTS):
+    for i in range(10):
         segments.assign(i * 100, i * 100 + 10, host if i % 2 else device)
-        segments.coarsen(((i * 100, i * 100 + 10),))  # (what the state machine does)
-    assert len(segments.labels) <= _ranges.MAX_SEGMENTS
-    for i in range(_ranges.MAX_SEGMENTS):
-        label = host if i % 2 else device
-        assert segments.runs(((i * 100, i * 100 + 10),), label) == [(i * 100, i * 100 + 10)]
+    before = len(segments.labels)
+    assert segments.absorb_both(host)
+    assert len(segments.labels) < before
+    for a, b, label in segments.items():  # no byte is labelled a side it was not on
+        assert label in (host, both) or segments.runs(((a, b),), device) == [(a, b)]
+    assert not Segments(100, device, both).absorb_both(host)
+    window = segments.cheapest_window(3, [])
+    assert window is not None and window[1] - window[0] == min(
+        segments.bounds[i + 3] - segments.bounds[i] for i in range(len(segments.labels) - 2)
+    )
+    assert segments.cheapest_window(3, [(0, 10_000)]) is None
+    assert segments.cheapest_window(len(segments.labels) + 1, []) is None
 
 
 def test_coalesce_and_its_setting() -> None:

@@ -46,6 +46,7 @@ import _thread
 import enum
 import itertools
 import math
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -57,8 +58,8 @@ from . import host_buffers as _host_buffers
 from . import memory as _memory
 from . import pinned_pool as _pinned_pool
 from . import transfer as _transfer
-from .errors import HostMemory, Where
-from .ranges import Extent, Segments, coalesce, coalesce_bytes
+from .errors import HostMemory, TransferError, Where
+from .ranges import MAX_SEGMENTS, Extent, Segments, coalesce, coalesce_bytes
 
 _labels = itertools.count(1)
 _keys = itertools.count(1)
@@ -121,6 +122,13 @@ class Allocation:
         # Byte ranges that begin_device_write made HOST for the launch being prepared: the
         # device copy still equals the host copy there, for the rest of that launch.
         self._launch_ranges: list[tuple[int, int]] = []
+        # Launches in flight that write this allocation, from begin_device_write until
+        # device_written (or their cancellation): (launch, thread, extent, host writes made
+        # by other threads into the extent meanwhile) each. While there is one, the state is
+        # MIXED (host writes take the paths that record them: _note_host_write), no coalesced
+        # upload crosses its extent, and device_written labels device-written only the bytes
+        # of its extent that no other thread wrote on the host meanwhile.
+        self._writers: list[tuple[object, int, Extent | None, list[Any]]] = []
         self.host_memory: HostMemory = host_memory
         # The default label is formatted when first read (most arrays are never named).
         self._label = label
@@ -316,12 +324,23 @@ class Allocation:
             return [(0, self.nbytes)] if extent is None else list(extent)
         return segments.runs(extent, label)
 
-    def _set_state(self, extent: Extent | None, label: State) -> None:
+    def _set_state(self, extent: Extent | None, label: State, side: State | None = None) -> None:
         """Put the bytes of ``extent`` (None: all) in state ``label``: the only place a
-        state changes (a whole allocation's, or part of it)."""
+        state changes (a whole allocation's, or part of it).
+
+        ``side`` is the side the operation in progress needs current (HOST for host reads and
+        writes, DEVICE for device ones): past :data:`MAX_SEGMENTS` segments the labels are
+        coarsened toward it (:meth:`_cap`), so that no byte of that operation is relabelled
+        stale on its side. None leaves the count as it is (for a launch being prepared, whose
+        ``device_written`` coarsens).
+        """
         if extent is None:
-            self.state = label
-            self._segments = None
+            if self._writers:  # (MIXED while a launch's write is in flight: no fast path)
+                self.state = State.MIXED
+                self._segments = Segments(self.nbytes, label, State.BOTH)
+            else:
+                self.state = label
+                self._segments = None
             return
         segments = self._segments
         if segments is None:
@@ -330,16 +349,154 @@ class Allocation:
             segments = Segments(self.nbytes, self.state, State.BOTH)
         for lo, hi in extent:
             segments.assign(lo, hi, label)
-        segments.coarsen(extent)
-        uniform = segments.uniform()
-        if uniform is not None:
-            self.state = uniform
-            self._segments = None
-        else:
-            self.state = State.MIXED
-            self._segments = segments
+        self.state = State.MIXED
+        self._segments = segments
+        if side is not None and len(segments.labels) > MAX_SEGMENTS:
+            self._cap(side)
+        self._normalise()
 
-    def _mergeable(self, runs: list[tuple[int, int]], forbidden: State) -> list[tuple[int, int]]:
+    def _normalise(self) -> None:
+        """One state for the whole allocation when its segments agree (and no launch's write
+        is in flight: see ``_writers``)."""
+        segments = self._segments
+        if segments is not None and not self._writers:
+            uniform = segments.uniform()
+            if uniform is not None:
+                self.state = uniform
+                self._segments = None
+
+    def _cap(self, side: State) -> None:
+        """Bring the segments back to at most :data:`MAX_SEGMENTS`, losing no byte.
+
+        Two moves, cheapest first, each labelling bytes only with a side that holds them:
+
+        1. a segment current on both sides next to one current on ``side`` only becomes
+           ``side`` only (no copy; the other side is just no longer trusted there);
+        2. otherwise the window of consecutive segments with the smallest span is made
+           current on ``side`` by one bounded copy (a download staged through a scratch
+           buffer, which writes only the device-only bytes; or uploads of the host-only
+           bytes, never over bytes a launch in flight writes), then labelled ``side`` only.
+           The window holds enough segments to bring the count down to half the cap: a loop
+           of element writes pays one such copy every ``MAX_SEGMENTS // 2`` writes.
+
+        Bytes current on both sides may be newer on the host (live or dead ``np.asarray``
+        exports, not looked at yet) or on the device (a ``get('gpu')`` hand-out possibly
+        written): they are never relabelled toward the other side, and the side is never
+        changed (the operation needs it): the count then stays over the cap until an
+        operation on the other side (nothing is lost); inside ``no_transfers()`` too.
+        """
+        segments = self._segments
+        assert segments is not None
+        if side is State.DEVICE and (self.host_exports or self._host_snapshot is not None):
+            return  # (exports may have written bytes current on both sides: a host operation caps)
+        if side is State.HOST and self._possibly_written:
+            return  # (a hand-out may have: the declaration, or a device operation, caps)
+        other = State.DEVICE if side is State.HOST else State.HOST
+        blocked = self._in_flight(None, own=True) if side is State.DEVICE else []
+        while len(segments.labels) > MAX_SEGMENTS:
+            if segments.absorb_both(side):
+                continue
+            window = segments.cheapest_window(
+                len(segments.labels) - MAX_SEGMENTS // 2 + 1, blocked
+            )
+            if window is None:
+                return
+            runs = segments.runs((window,), other)
+            try:
+                if side is State.HOST:
+                    self._download_staged(runs)
+                else:
+                    self._upload_runs(None, runs)
+            except TransferError:
+                return  # (no_transfers(): over the cap until the next operation)
+            segments.assign(window[0], window[1], side)
+
+    def _drop_stale_writers(self, keep: object) -> None:
+        """Forget this thread's writes in flight of launches other than ``keep``: a thread's
+        launch is in flight only until that thread goes on (a launch that raised with no
+        clean-up, whose callbacks never ran, leaves its entries behind)."""
+        me = threading.get_ident()
+        kept = [w for w in self._writers if w[1] != me or w[0] is keep]
+        if len(kept) != len(self._writers):
+            self._writers = kept
+            self._normalise()
+
+    def _in_flight(self, launch: object, own: bool = False) -> list[tuple[int, int]]:
+        """The bytes written by launches in flight other than ``launch``, sorted, merged;
+        with ``own``, this thread's other launches too (else they count as over: see
+        :meth:`_drop_stale_writers`)."""
+        me = threading.get_ident()
+        spans: list[tuple[int, int]] = []
+        for owner, thread, extent, _ in self._writers:
+            if owner is not launch and (own or thread != me):
+                spans.extend(((0, self.nbytes),) if extent is None else extent)
+        return coalesce(sorted(spans), 0) if spans else spans
+
+    def _note_host_write(self, extent: Extent | None, before: bool = False) -> None:
+        """The host bytes of ``extent`` are about to be written (``before``), or were: a
+        launch of another thread in flight over them must not label them device-written
+        when it ends (see :meth:`device_written`).
+
+        Before the write, the host bytes of the overlap are copied: when the launch ends,
+        only the bytes that differ from that copy count as written on the host, so that two
+        over-approximated extents (strided views of more than 64 rows, e.g. the even and the
+        odd elements) do not hide each other's bytes. After the write (a declaration), the
+        whole overlap counts, unless this thread copied it before its write.
+        """
+        if not self._writers:
+            return
+        self._drop_stale_writers(None)
+        me = threading.get_ident()
+        intervals = [(0, self.nbytes)] if extent is None else list(extent)
+        host = self.host
+        for _, thread, written, records in self._writers:
+            if thread == me or not _overlap(written, extent):
+                continue
+            for lo, hi in _intersect(intervals, written, self.nbytes):
+                if before and host is not None:
+                    records.append((me, lo, hi, _bytes_of(host)[lo:hi].copy()))
+                elif not any(
+                    t == me and c is not None and a <= lo and hi <= b for t, a, b, c in records
+                ):
+                    records.append((me, lo, hi, None))
+
+    def _host_written_during(self, records: list[Any]) -> list[tuple[int, int]]:
+        """The bytes that :meth:`_note_host_write` records say were written on the host."""
+        found: list[tuple[int, int]] = []
+        host = _bytes_of(self.host) if self.host is not None else None
+        for _, lo, hi, copy in records:
+            if copy is None or host is None:
+                found.append((lo, hi))
+                continue
+            diff = np.concatenate(([False], host[lo:hi] != copy, [False]))
+            edges = np.flatnonzero(diff[1:] != diff[:-1])
+            found.extend(
+                (lo + int(b), lo + int(e)) for b, e in zip(edges[::2], edges[1::2], strict=True)
+            )
+        return coalesce(sorted(found), 0) if found else found
+
+    def _end_write(
+        self, launch: object, extent: Extent | None, every: bool = False
+    ) -> list[tuple[int, int]]:
+        """``launch``'s write of ``extent`` (all of ``launch``'s writes with ``every``) is no
+        longer in flight; returns the host writes other threads made into it meanwhile."""
+        found: list[tuple[int, int]] = []
+        kept = []
+        done = False
+        for entry in self._writers:
+            if entry[0] is launch and (every or (not done and entry[2] == extent)):
+                found.extend(self._host_written_during(entry[3]))
+                done = True
+            else:
+                kept.append(entry)
+        if done:
+            self._writers = kept
+            self._normalise()
+        return coalesce(sorted(found), 0) if found else found
+
+    def _mergeable(
+        self, runs: list[tuple[int, int]], forbidden: State, launch: object = None
+    ) -> list[tuple[int, int]]:
         """``runs`` with neighbours closer than the coalescing gap merged, where the gap
         holds no byte in state ``forbidden`` (whose copy the merged copy would overwrite).
 
@@ -351,11 +508,15 @@ class Allocation:
         gap = coalesce_bytes()
         if forbidden is State.DEVICE and self._possibly_written:
             gap = 0
+        # A coalesced upload never crosses bytes another launch in flight writes (their
+        # labels are not in place yet: a gap copied over them would overwrite that kernel's
+        # results; the bytes ``launch``, being prepared, writes hold the host's values).
+        flying = self._in_flight(launch) if forbidden is State.DEVICE and self._writers else ()
         merged: list[tuple[int, int]] = []
         for lo, hi in runs:
             if merged and lo - merged[-1][1] < gap:
                 between = ((merged[-1][1], lo),)
-                if not self._runs(between, forbidden):
+                if not self._runs(between, forbidden) and not _overlap(tuple(flying), between):
                     merged[-1] = (merged[-1][0], hi)
                     continue
             merged.append((lo, hi))
@@ -389,8 +550,9 @@ class Allocation:
             changed = _changed_ranges(self.host, snapshot, self._runs(None, State.BOTH))
             if changed:
                 # Written through an export: those bytes of the device copy are stale.
-                self._set_state(tuple(changed), State.HOST)
                 self._end_hand_out()
+                self._note_host_write(tuple(changed))
+                self._set_state(tuple(changed), State.HOST, State.HOST)
             if self.host_exports:
                 # exports that may write are alive: keep watching (the changed bytes, now
                 # HOST, are taken into the snapshot when they are current on both sides again)
@@ -420,7 +582,7 @@ class Allocation:
                 # No room for the copy: writes through the exports could not be found, so
                 # the device copy counts as stale where it was current (one upload at its
                 # next use).
-                self._set_state(tuple(self._runs(None, State.BOTH)), State.HOST)
+                self._set_state(tuple(self._runs(None, State.BOTH)), State.HOST, State.HOST)
 
     def _took_into_snapshot(self, runs: list[tuple[int, int]]) -> None:
         """The host bytes of ``runs`` were just made equal to the device copy's: the
@@ -470,23 +632,31 @@ class Allocation:
                 if launch is not None and self._launch is launch and runs:
                     runs = _minus(runs, self._launch_ranges)  # (equal for this launch)
                 if runs:
-                    self._upload(stream, runs)
+                    self._upload(stream, runs, launch)
             return device
 
-    def _upload(self, stream: Any, runs: list[tuple[int, int]]) -> None:
-        """Copy the host bytes of ``runs`` (state HOST) to the device copy: BOTH."""
-        host = self._host_buffer()  # (made filled if it was never needed: its bytes)
-        copies = self._mergeable(runs, State.DEVICE)
-        _transfer.host_to_device(host, self.device, label=self.label, stream=stream, ranges=copies)
+    def _upload(self, stream: Any, runs: list[tuple[int, int]], launch: object = None) -> None:
+        """Copy the host bytes of ``runs`` (state HOST) to the device copy: BOTH (for
+        ``launch``, the launch being prepared, if any)."""
+        self._upload_runs(stream, runs, launch)
         whole = runs == [(0, self.nbytes)]
-        self._set_state(None if whole else tuple(runs), State.BOTH)
+        self._set_state(None if whole else tuple(runs), State.BOTH, State.DEVICE)
         if whole:  # (a copy of the host data: nothing written through a hand-out is left)
             self._end_hand_out()
+        self._took_into_snapshot(runs)
+
+    def _upload_runs(
+        self, stream: Any, runs: list[tuple[int, int]], launch: object = None
+    ) -> None:
+        """Copy the host bytes of ``runs`` to the device copy (no state change; the caller
+        takes them into the host-export snapshot once they are labelled)."""
+        host = self._host_buffer()  # (made filled if it was never needed: its bytes)
+        copies = self._mergeable(runs, State.DEVICE, launch)
+        _transfer.host_to_device(host, self.device, label=self.label, stream=stream, ranges=copies)
         # The upload may still be reading the host buffer: host writes wait for it
         # (and a pooled buffer is not reused before it is done, if this array dies).
         self._host_event = self._note_device_work(stream)
         _pinned_pool.fence(host, self._host_event)
-        self._took_into_snapshot(runs)
 
     def resident_view(
         self,
@@ -552,13 +722,22 @@ class Allocation:
                     f"get({where!r}) before writing to the "
                     f"{'host' if where == 'host' else 'device'} copy"
                 )
+            if where == "host":
+                self._note_host_write(extent)
             self._launch = None
             self._launch_ranges = []
             self._end_hand_out()  # (what the caller wrote is declared now)
             if self.host_memory != "mapped":
+                # An array made with no data has a buffer on the declared side first (made,
+                # and filled, now): the bytes it declares current are there.
+                if where == "host":
+                    self._host_buffer()
+                elif self.device is None:
+                    self._device_buffer(None)
                 if extent is None:
                     self._host_snapshot = None  # (the declared side is the current one)
-                self._set_state(extent, State.HOST if where == "host" else State.DEVICE)
+                side = State.HOST if where == "host" else State.DEVICE
+                self._set_state(extent, side, side)
 
     def host_current(self, interval: tuple[int, int]) -> bool:
         """True when the host bytes of ``interval`` are current and can be read now, with no
@@ -578,6 +757,8 @@ class Allocation:
         with a write that cannot fail (an element of a converted value): those bytes are
         current on the host only from now on. The one state change of the host fast path
         for arrays current partly on each side."""
+        if self._writers:
+            self._note_host_write(extent, before=True)
         self._launch = None
         self._launch_ranges = []
         if self._handed_out or self._possibly_written:
@@ -585,7 +766,7 @@ class Allocation:
         if self._host_event is not None:
             self.wait_host()
         if self.host_memory != "mapped":
-            self._set_state(extent, State.HOST)
+            self._set_state(extent, State.HOST, State.HOST)
 
     def host_written(self, extent: Extent | None = None) -> None:
         """Record that the host bytes of ``extent`` (None: all) were written (after
@@ -603,10 +784,16 @@ class Allocation:
             if overwrite_all and self._runs(extent, State.DEVICE):
                 host = self._host_buffer()
                 self.wait_host()
+                if self._writers:
+                    self._note_host_write(extent, before=True)
                 if self.host_memory != "mapped":
-                    self._set_state(extent, State.HOST)  # (its old bytes are never needed)
+                    # (its old bytes are never needed)
+                    self._set_state(extent, State.HOST, State.HOST)
                 return host
-            return self.ensure_host(None, extent)
+            host = self.ensure_host(None, extent)
+            if self._writers:  # (after the download: only the caller's write differs)
+                self._note_host_write(extent, before=True)
+            return host
 
     def prepare_device_write(
         self,
@@ -640,43 +827,100 @@ class Allocation:
             self.check_host_exports()
             if self.host_memory == "mapped":
                 return
+            # In flight until device_written: MIXED meanwhile (no host fast path), and host
+            # writes of other threads into ``extent`` wait for it (see _writers).
+            if self._writers:
+                self._drop_stale_writers(launch)
+            self._writers.append((launch, threading.get_ident(), extent, []))
+            if self._segments is None:
+                self._segments = Segments(self.nbytes, self.state, State.BOTH)
+                self.state = State.MIXED
             both = self._runs(extent, State.BOTH)
             if both:
-                whole = self.state is State.BOTH and extent is None
+                whole = extent is None and self._segments.uniform() is State.BOTH
+                # (not coarsened now: device_written does, with the launch's labels)
                 self._set_state(None if whole else tuple(both), State.HOST)
                 if self._launch is not launch:
                     self._launch_ranges = []
                 self._launch = launch
                 self._launch_ranges = coalesce(sorted(self._launch_ranges + both), 0)
 
-    def device_written(self, stream: Any = None, extent: Extent | None = None) -> None:
+    def device_written(
+        self, stream: Any = None, extent: Extent | None = None, launch: object = None
+    ) -> None:
         """Record that device work (a kernel) wrote the device copy (the bytes of
-        ``extent``; None: all) on ``stream``."""
+        ``extent``; None: all) on ``stream``; for ``launch``, whose write of ``extent``
+        (:meth:`begin_device_write`) is no longer in flight then."""
         with self.lock:
+            host_writes = self._end_write(launch, extent) if self._writers else []
             if self.host_memory != "mapped":
-                self._set_state(extent, State.DEVICE)
+                if host_writes:
+                    # Bytes of the extent that another thread wrote on the host while the
+                    # launch was in flight keep that write (the launch's extent may be a
+                    # covering range; where it is not, the two wrote the same bytes at once).
+                    whole = [(0, self.nbytes)] if extent is None else list(extent)
+                    self._set_state(tuple(_minus(whole, host_writes)), State.DEVICE)
+                else:
+                    self._set_state(extent, State.DEVICE)
             self._launch = None
             self._launch_ranges = []
             self._end_hand_out()
             self._note_device_work(stream)
+            segments = self._segments
+            if segments is not None and len(segments.labels) > MAX_SEGMENTS:
+                self._cap(State.DEVICE)
+                self._normalise()
 
     def device_read(self, stream: Any = None) -> None:
         """Record that device work read the device copy on ``stream`` (no state change)."""
         with self.lock:
             self._note_device_work(stream)
 
-    def cancel_launch(self, state: tuple[State, Segments | None]) -> None:
-        """A launch being prepared failed before it was enqueued: go back to ``state``.
+    def cancel_launch(self, state: tuple[State, Segments | None], launch: object = None) -> None:
+        """A launch being prepared failed before it was enqueued: its labels go back to
+        ``state`` (flags unchanged by a refused launch).
 
         ``state`` is this allocation's :meth:`state_snapshot` when the launch first touched
-        it. Nothing ran on the device since, so it is exact (an upload made for the launch
-        is just forgotten).
+        it. Nothing ran on the device since: the bytes the launch was to write get their
+        labels in ``state`` back exactly (no other thread wrote them meanwhile: host writes
+        into them waited), and bytes current on the host only in ``state`` that an upload for
+        the launch made current on both sides are host-only again (the upload is forgotten).
+        Every other byte keeps its label: other threads may have changed it meanwhile.
         """
         with self.lock:
-            self._launch = None
-            self._launch_ranges = []
+            if self._launch is launch or launch is None:
+                self._launch = None
+                self._launch_ranges = []
             if self.host_memory != "mapped":
-                self.state, self._segments = state[0], state[1]
+                extents = [
+                    (e, self._host_written_during(w))
+                    for owner, _, e, w in self._writers
+                    if owner is launch
+                ]
+                old_state, old_segments = state
+                for extent, host_writes in extents:
+                    intervals = [(0, self.nbytes)] if extent is None else list(extent)
+                    # (bytes another thread wrote on the host meanwhile keep that write)
+                    for lo, hi in _minus(intervals, host_writes):
+                        if old_segments is None:
+                            self._set_state(((lo, hi),), old_state)
+                            continue
+                        for a, b, label in old_segments.items():
+                            if b > lo and a < hi:
+                                self._set_state(((max(a, lo), min(b, hi)),), label)
+                self._end_write(launch, None, every=True)
+                if old_segments is None:
+                    forget = [(0, self.nbytes)] if old_state is State.HOST else []
+                else:
+                    forget = [(a, b) for a, b, label in old_segments.items() if label is State.HOST]
+                for lo, hi in forget:
+                    uploaded = self._runs(((lo, hi),), State.BOTH)
+                    if uploaded:
+                        self._set_state(tuple(uploaded), State.HOST)
+                segments = self._segments
+                if segments is not None and len(segments.labels) > MAX_SEGMENTS:
+                    self._cap(State.HOST)
+                self._normalise()
             if self.host_exports:  # (BOTH again: keep watching exports for writes)
                 self.watch_host_exports()
 
@@ -688,6 +932,8 @@ class Allocation:
             if self._launch is launch:
                 self._launch = None
                 self._launch_ranges = []
+            if self._writers:
+                self._end_write(launch, None, every=True)
 
     def own_device(self) -> None:
         """The adopted device buffer was allocated for smartarray (a CUDA ufunc's result):
@@ -721,13 +967,9 @@ class Allocation:
 
     @property
     def device_handed_out(self) -> bool:
-        """True while a device copy handed out by ``get('gpu')`` (state ``BOTH``) may still
-        be written through a device array the caller holds (so eviction keeps it)."""
-        return (
-            self._possibly_written
-            and (self.state is State.BOTH or self.state is State.MIXED)
-            and any(ref() is not None for ref in self._handed_out)
-        )
+        """True while a device copy handed out by ``get('gpu')`` (in any state) may still be
+        written through a device array the caller holds (so eviction keeps it)."""
+        return self._possibly_written and any(ref() is not None for ref in self._handed_out)
 
     def end_hand_out(self) -> None:
         """What was written through device arrays handed out by ``get('gpu')`` is declared,
@@ -804,6 +1046,7 @@ class Allocation:
             or self._exported_device is not None
             or self.host_memory == "mapped"
             or self._launch is not None
+            or self._writers
             or self.device_handed_out
         ):
             return None
@@ -853,8 +1096,19 @@ class Allocation:
     def _download(
         self, stream: Any, runs: list[tuple[int, int]] | None = None, spill: bool = False
     ) -> None:
-        """Copy the device bytes of ``runs`` (None: all) to the host copy: BOTH there."""
+        """Copy the device bytes of ``runs`` (None: all) to the host copy: BOTH there.
+
+        Writes made through host exports are looked for first: a host byte written through
+        one is current on the host only, and no copy (a coalesced gap included) goes over it.
+        """
         host = self._host_buffer()
+        if self._host_snapshot is not None:
+            self.check_host_exports()
+            written = self._runs(None, State.HOST)
+            if written:
+                runs = _minus([(0, self.nbytes)] if runs is None else runs, written)
+                if not runs:
+                    return
         self._order_after_device_work(stream)
         if runs == [(0, self.nbytes)]:
             runs = None
@@ -862,13 +1116,25 @@ class Allocation:
         _transfer.device_to_host(
             self.device, host, label=self.label, stream=stream, spill=spill, ranges=copies
         )
-        self._set_state(None if runs is None else tuple(runs), State.BOTH)
+        self._set_state(None if runs is None else tuple(runs), State.BOTH, State.HOST)
         self._host_event = self._note_device_work(stream)
         _pinned_pool.fence(host, self._host_event)
         if spill:  # (the device copy is dropped next: HOST, nothing to watch)
             self._host_snapshot = None
         else:
             self._took_into_snapshot([(0, self.nbytes)] if runs is None else runs)
+
+    def _download_staged(self, runs: list[tuple[int, int]]) -> None:
+        """Copy the device bytes of ``runs`` to the host copy in one transfer of their
+        covering span, through a scratch buffer: only the bytes of ``runs`` are written on
+        the host (no state change; for :meth:`_cap`)."""
+        if not runs:
+            return
+        host = self._host_buffer()
+        self._order_after_device_work(None)
+        self.wait_host()
+        _transfer.device_to_host_staged(self.device, host, label=self.label, runs=runs)
+        self._took_into_snapshot(runs)
 
     def _drop_device(self) -> None:
         """Let go of the (stale or duplicate) device copy; the host copy is current."""
@@ -1101,6 +1367,26 @@ def _minus(runs: list[tuple[int, int]], ranges: list[tuple[int, int]]) -> list[t
         if lo < hi:
             result.append((lo, hi))
     return result
+
+
+def _intersect(
+    intervals: list[tuple[int, int]], extent: Extent | None, nbytes: int
+) -> list[tuple[int, int]]:
+    """The parts of ``intervals`` inside ``extent`` (None: all ``nbytes`` bytes)."""
+    found = []
+    for a, b in intervals:
+        for c, d in ((0, nbytes),) if extent is None else extent:
+            lo, hi = max(a, c), min(b, d)
+            if lo < hi:
+                found.append((lo, hi))
+    return found
+
+
+def _overlap(extent: Extent | None, other: Extent | None) -> bool:
+    """True when two extents (None: every byte) share a byte."""
+    if extent is None or other is None:
+        return extent != () and other != ()
+    return any(a < d and c < b for a, b in extent for c, d in other)
 
 
 def _bytes_of(host: np.ndarray) -> np.ndarray:

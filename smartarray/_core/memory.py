@@ -71,7 +71,7 @@ class Allocation(Protocol):
 
     def state_snapshot(self) -> Any: ...
 
-    def cancel_launch(self, state: Any) -> None: ...
+    def cancel_launch(self, state: Any, launch: object = None) -> None: ...
 
     def end_failed_launch(self, launch: object) -> None: ...
 
@@ -194,7 +194,7 @@ class LaunchPins:
     def abort(self) -> None:
         """The launch will not happen: restore every argument's flags, then unpin."""
         for alloc, state in list(self.states.values()):
-            alloc.cancel_launch(state)
+            alloc.cancel_launch(state, self.token)
         self()
 
     def fail(self) -> None:

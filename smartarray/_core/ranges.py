@@ -7,10 +7,10 @@ segments, each labelled with the side(s) whose copy of it is current (a
 never stale on both sides: every byte is in exactly one segment, and every label names at
 least one side.
 
-The number of segments is capped (:data:`MAX_SEGMENTS`). Past the cap the segments coarsen
-without ever losing a stale range: a segment current on both sides is merged into a
-neighbour (the merged range counts as current on that neighbour's side only: one more copy
-later, never a stale read).
+The number of segments is capped (:data:`MAX_SEGMENTS`) by the allocation
+(:meth:`smartarray._core.coherence.Allocation._cap`), which decides what may be relabelled
+and makes the copies a merge needs; :meth:`Segments.absorb_both` and
+:meth:`Segments.cheapest_window` are its two moves.
 
 Extents (the bytes a view covers) are tuples of disjoint ``(start, stop)`` pairs in
 increasing order; :func:`extent_of` computes a view's.
@@ -22,7 +22,7 @@ import math
 import os
 from typing import Any
 
-# At most this many segments per allocation (see Segments._coarsen).
+# At most this many segments per allocation between operations (see Allocation._cap).
 MAX_SEGMENTS = 64
 # A strided view's extent lists at most this many intervals (one per row of contiguous
 # bytes), else it is its covering interval.
@@ -150,28 +150,42 @@ class Segments:
             del labels[i]
             del bounds[i]
 
-    def coarsen(self, protect: Extent | None) -> None:
-        """Merge the smallest segments current on both sides into a neighbour until the cap
-        holds (the merged bytes become current on the neighbour's side only). Segments that
-        overlap ``protect`` (the bytes an operation just set) are kept: merging them would
-        undo what the operation did (and the copy it made)."""
-        while len(self.labels) > MAX_SEGMENTS:
-            bounds, labels = self.bounds, self.labels
-            candidates = [
-                i
-                for i, label in enumerate(labels)
-                if label == self.both
-                and (
-                    protect is None
-                    or not any(bounds[i] < hi and lo < bounds[i + 1] for lo, hi in protect)
-                )
-            ]
-            if not candidates:
-                return  # only one-sided or protected segments: kept exact (see module doc)
-            i = min(candidates, key=lambda k: bounds[k + 1] - bounds[k])
-            neighbour = i - 1 if i > 0 else i + 1
-            labels[i] = labels[neighbour]
-            self._merge_around(i)
+    def absorb_both(self, side: Any) -> bool:
+        """Relabel the smallest segment current on both sides that touches one labelled
+        ``side`` as ``side`` (merging them); False if there is none. No byte becomes stale
+        on ``side``: the merged bytes are current there."""
+        bounds, labels, both = self.bounds, self.labels, self.both
+        best = -1
+        size = 0
+        last = len(labels) - 1
+        for i, label in enumerate(labels):
+            if label is both and (
+                (i > 0 and labels[i - 1] is side) or (i < last and labels[i + 1] is side)
+            ):
+                span = bounds[i + 1] - bounds[i]
+                if best < 0 or span < size:
+                    best, size = i, span
+        if best < 0:
+            return False
+        labels[best] = side
+        self._merge_around(best)
+        return True
+
+    def cheapest_window(
+        self, count: int, blocked: list[tuple[int, int]]
+    ) -> tuple[int, int] | None:
+        """The bytes ``(start, stop)`` of the ``count`` consecutive segments with the smallest
+        span that share no byte with ``blocked`` (sorted intervals); None if none does."""
+        bounds = self.bounds
+        best: tuple[int, int] | None = None
+        for i in range(len(self.labels) - count + 1):
+            lo, hi = bounds[i], bounds[i + count]
+            if best is not None and hi - lo >= best[1] - best[0]:
+                continue
+            if any(a < hi and lo < b for a, b in blocked):
+                continue
+            best = (lo, hi)
+        return best
 
     def runs(self, extent: Extent | None, label: Any) -> list[tuple[int, int]]:
         """The parts of ``extent`` (all bytes for None) labelled ``label``, in order."""

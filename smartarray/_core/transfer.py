@@ -241,6 +241,27 @@ def device_to_host(
     _copy("d2h", host, device, label, stream, ranges, spill)
 
 
+def device_to_host_staged(
+    device: Any, host: np.ndarray, *, label: str, runs: list[tuple[int, int]]
+) -> None:
+    """Copy the device bytes of ``runs`` (sorted, disjoint) to the host in one transfer of
+    their covering span, through a scratch host buffer; only the bytes of ``runs`` are
+    written on the host. One record (the span's bytes). On the default stream, complete when
+    this returns."""
+    lo, hi = runs[0][0], runs[-1][1]
+    if len(runs) == 1:
+        _copy("d2h", host, device, label, None, runs, False)
+        return
+    _LEDGER.check_allowed("d2h", hi - lo, label)
+    scratch = np.empty(hi - lo, dtype=np.uint8)
+    part = _backend.device_view(device, lo, (hi - lo,), (1,), _BYTES)
+    _backend.copy_d2h(part, scratch, None)
+    host_bytes = host.reshape(-1, order="A").view(np.uint8)
+    for a, b in runs:
+        host_bytes[a:b] = scratch[a - lo : b - lo]
+    _LEDGER.record(TransferRecord("d2h", hi - lo, label, False, False, lo))
+
+
 def _copy(
     direction: Direction,
     host: np.ndarray,

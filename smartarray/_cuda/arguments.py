@@ -109,7 +109,7 @@ def kernel_argument(
         if intent == "in":
             alloc.device_read(stream)
         else:
-            alloc.device_written(stream, span)
+            alloc.device_written(stream, span, pins.token)  # (``retr``: no closure cell for it)
             if alloc.host_exports:  # kept host views (np.asarray): downloaded after the pins
                 _host_exports.after_launch_write(pins, alloc, stream)
 

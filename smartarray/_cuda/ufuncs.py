@@ -421,7 +421,7 @@ class SmartUFunc:
             launch.fail()  # (its kernels may have run: written outputs stay HOST)
             raise
         for array in written:
-            array._alloc.device_written(stream, array._span())
+            array._alloc.device_written(stream, array._span(), launch)
         for array in read:
             array._alloc.device_read(stream)
         # Unpinned only now: an output overwritten whole from the host state looks clean (its

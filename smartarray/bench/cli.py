@@ -689,6 +689,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     results["idioms"] = bench_idioms.measure(idiom_n)
     print(bench_idioms.report(results["idioms"]))
+
+    from . import element_writes as bench_element_writes
+
+    print(
+        "\nElement writes a[i] = 3.0 (every other element) into a device-current float64 array,"
+        " then a.sum(); by hand: one copy_to_host, then the loop on the ndarray"
+    )
+    results["element_writes"] = bench_element_writes.measure(
+        (1_000, 10_000) if args.quick else bench_element_writes.SIZES
+    )
+    print(bench_element_writes.report(results["element_writes"]))
     if tier == "gpu":
         idiom_big = 1 << 22
         results["idiom_timings"] = bench_idioms.timings(idiom_big, 3 if args.quick else 7)
