@@ -80,6 +80,8 @@ if TYPE_CHECKING:  # the names used by the annotations below, for type checkers 
     )
     # A numpy scalar type (the operators' other scalar types: smartarray._array_typing).
     _ScalarT = TypeVar("_ScalarT", bound=np.generic)
+    # Any object, given to the constructor (see SmartArray.__init__).
+    _ObjT = TypeVar("_ObjT")
 
     # numpy's own spelling of an unknown shape (``numpy.typing.NDArray``'s).
     _AnyShape: TypeAlias = tuple[Any, ...]
@@ -208,9 +210,15 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     # Set while numpy's generic in-place shuffle runs on this array (see _numpy.shuffle).
     _shuffle: Any  # a smartarray._numpy.shuffle.ShuffleCall, or None
 
-    # The constructor's types: an array (anything with ``__array__``: an ndarray, a
-    # SmartArray, a numpy scalar) keeps its shape and dtype, a dtype argument naming a scalar
-    # type gives that type, a new array with a shape and no dtype is float64.
+    # The constructor's types: an ndarray or a SmartArray keeps its shape and dtype, a numpy
+    # scalar is 0-d of its type, a dtype argument naming a scalar type gives that type, a new
+    # array with a shape and no dtype is float64. Any other object (a sequence, a device
+    # array, anything with ``__array__``) is ``_ObjT``, a type variable, not ``Any``: for an
+    # argument whose type contains ``Any`` (numpy's ``np.arange(3.0)`` is an ndarray of
+    # ``float64 | Any``) mypy then sees one parameter type, the argument's own, in every
+    # overload it matches, and keeps the first one's result instead of giving up on it
+    # (``SmartArray[Any, Any]``: mypy's rule for overloads that an argument containing ``Any``
+    # matches with different parameter types).
     @overload
     def __init__(
         self: SmartArray[tuple[()], np.dtype[_ScalarT]],
@@ -228,7 +236,21 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     @overload
     def __init__(
         self: SmartArray[_ShapeT, _DTypeT],
-        obj: _HasArray[_ShapeT, _DTypeT],
+        obj: np.ndarray[_ShapeT, _DTypeT],
+        copy: bool = True,
+        shape: None = None,
+        dtype: None = None,
+        order: str | None = None,
+        where: str = "host",
+        *,
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: SmartArray[_ShapeT, _DTypeT],
+        obj: SmartArray[_ShapeT, _DTypeT],
         copy: bool = True,
         shape: None = None,
         dtype: None = None,
@@ -242,7 +264,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     @overload
     def __init__(
         self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
-        obj: Any,
+        obj: _ObjT,
         copy: bool,
         shape: _ShapeLike | None,
         dtype: _DTypeLike[_ScalarT],
@@ -256,7 +278,21 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     @overload
     def __init__(
         self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
-        obj: Any = None,
+        obj: _ObjT,
+        copy: bool = True,
+        shape: _ShapeLike | None = None,
+        *,
+        dtype: _DTypeLike[_ScalarT],
+        order: str | None = None,
+        where: str = "host",
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
+        obj: None = None,
         copy: bool = True,
         shape: _ShapeLike | None = None,
         *,
@@ -284,7 +320,21 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     @overload
     def __init__(
         self: SmartArray[_AnyShape, np.dtype[Any]],
-        obj: Any = None,
+        obj: _ObjT,
+        copy: bool = True,
+        shape: _ShapeLike | None = None,
+        dtype: DTypeLike | None = None,
+        order: str | None = None,
+        where: str = "host",
+        *,
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: SmartArray[_AnyShape, np.dtype[Any]],
+        obj: None = None,
         copy: bool = True,
         shape: _ShapeLike | None = None,
         dtype: DTypeLike | None = None,

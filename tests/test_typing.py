@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import tokenize
+import types
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,7 +194,7 @@ def _check(value: Any, expected: Any) -> None:
         assert isinstance(value, np.dtype), (value, expected)
         (scalar,) = args or (Any,)
         scalar = typing.get_origin(scalar) or scalar
-        if isinstance(scalar, type) and scalar is not Any:
+        if isinstance(scalar, type) and scalar not in (Any, types.UnionType):
             assert issubclass(value.type, scalar), (value, expected)
     elif origin is tuple and expected is not tuple:
         assert isinstance(value, tuple), (value, expected)
