@@ -43,9 +43,11 @@ if TYPE_CHECKING:
 
     import typing_extensions as _te
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
-    from numpy.typing import DTypeLike, NBitBase
+    from numpy.typing import DTypeLike
     from numpy_typing_compat import CanArray
     from typing_extensions import Self
+
+    from ._array_typing import _SmartArrayTyping
 
 
 # SmartArray's type parameters, those of ``np.ndarray``: the shape (a tuple of ints) and the
@@ -76,31 +78,10 @@ if TYPE_CHECKING:  # the names used by the annotations below, for type checkers 
         tuple[int, int, int, int],
         tuple[int, ...],
     )
-    # Scalar types, by what the operators accept (numpy's rules).
+    # A numpy scalar type (the operators' other scalar types: smartarray._array_typing).
     _ScalarT = TypeVar("_ScalarT", bound=np.generic)
-    _NumberT = TypeVar("_NumberT", bound=np.number[Any])
-    _InexactT = TypeVar("_InexactT", bound=np.inexact[Any])
-    _RealT = TypeVar("_RealT", bound=np.integer[Any] | np.floating[Any])
-    _IntegerT = TypeVar("_IntegerT", bound=np.integer[Any])
-    _IntegralT = TypeVar("_IntegralT", bound=np.integer[Any] | np.bool)
-    _NumericT = TypeVar("_NumericT", bound=np.number[Any] | np.timedelta64 | np.object_)
-    _AddableT = TypeVar(
-        "_AddableT",
-        bound=np.number[Any] | np.bool | np.timedelta64 | np.str_ | np.bytes_ | np.object_,
-    )
-    _MatmulT = TypeVar("_MatmulT", bound=np.number[Any] | np.bool | np.object_)
-    _AbsT = TypeVar(
-        "_AbsT", bound=np.integer[Any] | np.floating[Any] | np.bool | np.timedelta64 | np.object_
-    )
-    _NBit = TypeVar("_NBit", bound=NBitBase)
-    # Self types of the unary operators.
-    _NumericArrayT = TypeVar(
-        "_NumericArrayT",
-        bound="SmartArray[Any, np.dtype[np.number[Any] | np.timedelta64 | np.object_]]",
-    )
-    _IntegralArrayT = TypeVar(
-        "_IntegralArrayT", bound="SmartArray[Any, np.dtype[np.integer[Any] | np.bool | np.object_]]"
-    )
+    # Any object, given to the constructor (see SmartArray.__init__).
+    _ObjT = TypeVar("_ObjT")
 
     # numpy's own spelling of an unknown shape (``numpy.typing.NDArray``'s).
     _AnyShape: TypeAlias = tuple[Any, ...]
@@ -114,12 +95,6 @@ if TYPE_CHECKING:  # the names used by the annotations below, for type checkers 
     _HasArray: TypeAlias = "SmartArray[_ShapeT, _DTypeT] | CanArray[_ShapeT, _DTypeT]"
     # An array or numpy scalar of scalar type ``_ScalarT``.
     _ArrayOf: TypeAlias = "_HasArray[Any, np.dtype[_ScalarT]] | _ScalarT"
-    # The other operands numpy takes: Python scalars and (nested) sequences. (An operator's
-    # overloads for arrays of any dtype and for these are separate: one taking ``object``
-    # would make mypy give up on ``x + x`` whenever ``x``'s type contains an explicit
-    # ``Any``, e.g. ``SmartArray[Any, np.dtype[np.float64]]``: mypy's rule for overloads
-    # that an argument containing ``Any`` matches with different parameter types.)
-    _NotArray: TypeAlias = complex | str | bytes | Sequence[Any]
     # Indices. An element is selected by integers (Python's or numpy's) and nothing else:
     # not ``SupportsIndex``, which arrays are too (``__index__``), so that an index array's
     # type never matches two overloads of ``__getitem__`` (mypy's rule for ``Any`` in it).
@@ -143,7 +118,17 @@ except ImportError:  # pragma: no cover - numba-cuda is a hard dependency
         pass
 
 
-class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
+# SmartArray's first base is numpy's NDArrayOperatorsMixin. Type checkers see it as
+# smartarray._array_typing's _SmartArrayTyping, a subclass of it that declares the operators
+# with SmartArray's types and the ndarray members smartarray._numpy installs on the class; at
+# run time it is the mixin itself.
+if TYPE_CHECKING:
+    _OperatorsMixin: TypeAlias = _SmartArrayTyping
+else:
+    _OperatorsMixin = NDArrayOperatorsMixin
+
+
+class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     """An array with a host copy and a CUDA device copy that knows which one is current.
 
     ``SmartArray`` behaves like a :class:`numpy.ndarray` on the host and like a Numba device
@@ -225,9 +210,15 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
     # Set while numpy's generic in-place shuffle runs on this array (see _numpy.shuffle).
     _shuffle: Any  # a smartarray._numpy.shuffle.ShuffleCall, or None
 
-    # The constructor's types: an array (anything with ``__array__``: an ndarray, a
-    # SmartArray, a numpy scalar) keeps its shape and dtype, a dtype argument naming a scalar
-    # type gives that type, a new array with a shape and no dtype is float64.
+    # The constructor's types: an ndarray or a SmartArray keeps its shape and dtype, a numpy
+    # scalar is 0-d of its type, a dtype argument naming a scalar type gives that type, a new
+    # array with a shape and no dtype is float64. Any other object (a sequence, a device
+    # array, anything with ``__array__``) is ``_ObjT``, a type variable, not ``Any``: for an
+    # argument whose type contains ``Any`` (numpy's ``np.arange(3.0)`` is an ndarray of
+    # ``float64 | Any``) mypy then sees one parameter type, the argument's own, in every
+    # overload it matches, and keeps the first one's result instead of giving up on it
+    # (``SmartArray[Any, Any]``: mypy's rule for overloads that an argument containing ``Any``
+    # matches with different parameter types).
     @overload
     def __init__(
         self: SmartArray[tuple[()], np.dtype[_ScalarT]],
@@ -245,7 +236,21 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
     @overload
     def __init__(
         self: SmartArray[_ShapeT, _DTypeT],
-        obj: _HasArray[_ShapeT, _DTypeT],
+        obj: np.ndarray[_ShapeT, _DTypeT],
+        copy: bool = True,
+        shape: None = None,
+        dtype: None = None,
+        order: str | None = None,
+        where: str = "host",
+        *,
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: SmartArray[_ShapeT, _DTypeT],
+        obj: SmartArray[_ShapeT, _DTypeT],
         copy: bool = True,
         shape: None = None,
         dtype: None = None,
@@ -259,7 +264,7 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
     @overload
     def __init__(
         self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
-        obj: Any,
+        obj: _ObjT,
         copy: bool,
         shape: _ShapeLike | None,
         dtype: _DTypeLike[_ScalarT],
@@ -273,7 +278,21 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
     @overload
     def __init__(
         self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
-        obj: Any = None,
+        obj: _ObjT,
+        copy: bool = True,
+        shape: _ShapeLike | None = None,
+        *,
+        dtype: _DTypeLike[_ScalarT],
+        order: str | None = None,
+        where: str = "host",
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
+        obj: None = None,
         copy: bool = True,
         shape: _ShapeLike | None = None,
         *,
@@ -301,7 +320,21 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
     @overload
     def __init__(
         self: SmartArray[_AnyShape, np.dtype[Any]],
-        obj: Any = None,
+        obj: _ObjT,
+        copy: bool = True,
+        shape: _ShapeLike | None = None,
+        dtype: DTypeLike | None = None,
+        order: str | None = None,
+        where: str = "host",
+        *,
+        host_memory: str | None = None,
+        stream: Any = None,
+        label: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: SmartArray[_AnyShape, np.dtype[Any]],
+        obj: None = None,
         copy: bool = True,
         shape: _ShapeLike | None = None,
         dtype: DTypeLike | None = None,
@@ -1068,627 +1101,8 @@ class SmartArray(NDArrayOperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co
     # current first, by members smartarray._numpy installs (_numpy.protocols.ndarray_members),
     # and the operators are the fast ones of _numpy.fastpath: explicit members, not
     # __getattr__, because a class with __getattr__ makes every attribute access of its
-    # instances slower (CPython cannot specialise it). Their types, for type checkers only:
-    # numpy's own rules for ndarray (numpy/__init__.pyi), trimmed to the dtype cases that
-    # numpy's stubs give exactly (tests/typing checks them). In-place operators keep the type.
-    if TYPE_CHECKING:
-        # --- binary operators. Overloads: a Python scalar keeps the array's dtype (NEP 50)
-        # and shape; operands of one scalar type give that type; anything else gives an
-        # array of unknown dtype, as numpy's stubs do for mixed types. Each operator is
-        # written out (pyright does not bind ``__radd__ = __add__`` as a method). A reflected
-        # one (``2.0 * x``) is only used for Python scalars and sequences on the left: an
-        # ndarray or a numpy scalar there has its own operator, typed by numpy (and mypy
-        # cannot check a reflected operator against numpy < 2.4's np.bool ones, protocols).
-        @overload
-        def __add__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
-        @overload
-        def __add__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __add__(
-            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __add__(
-            self: SmartArray[Any, np.dtype[_AddableT]], other: _ArrayOf[_AddableT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_AddableT]]: ...
-        @overload
-        def __add__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __add__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __add__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __radd__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
-        @overload
-        def __radd__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __radd__(
-            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __radd__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __radd__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __mul__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
-        @overload
-        def __mul__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __mul__(
-            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __mul__(
-            self: SmartArray[Any, np.dtype[_AddableT]], other: _ArrayOf[_AddableT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_AddableT]]: ...
-        @overload
-        def __mul__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __mul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __mul__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rmul__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
-        @overload
-        def __rmul__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __rmul__(
-            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __rmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rmul__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __sub__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
-        @overload
-        def __sub__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __sub__(
-            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __sub__(
-            self: SmartArray[Any, np.dtype[_NumericT]], other: _ArrayOf[_NumericT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_NumericT]]: ...
-        @overload
-        def __sub__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __sub__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __sub__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rsub__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
-        @overload
-        def __rsub__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __rsub__(
-            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __rsub__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rsub__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __pow__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int | np.bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
-        @overload
-        def __pow__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __pow__(
-            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __pow__(
-            self: SmartArray[Any, np.dtype[_NumberT]], other: _ArrayOf[_NumberT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_NumberT]]: ...
-        @overload
-        def __pow__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __pow__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __pow__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rpow__(
-            self: SmartArray[_ShapeT, np.dtype[_NumberT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_NumberT]]: ...
-        @overload
-        def __rpow__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __rpow__(
-            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __rpow__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rpow__(self, other: object, /) -> Any: ...
-
-        @overload  # (no complex: numpy has no floor division or remainder of them)
-        def __floordiv__(
-            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
-        @overload
-        def __floordiv__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __floordiv__(
-            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_RealT]]: ...
-        @overload
-        def __floordiv__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __floordiv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __floordiv__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rfloordiv__(
-            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
-        @overload
-        def __rfloordiv__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __rfloordiv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rfloordiv__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __mod__(
-            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
-        @overload
-        def __mod__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __mod__(
-            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_RealT]]: ...
-        @overload
-        def __mod__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __mod__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __mod__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rmod__(
-            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_RealT]]: ...
-        @overload
-        def __rmod__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __rmod__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rmod__(self, other: object, /) -> Any: ...
-
-        @overload  # floating and complex arrays keep their dtype
-        def __truediv__(
-            self: SmartArray[_ShapeT, np.dtype[_InexactT]], other: int | np.bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[_InexactT]]: ...
-        @overload
-        def __truediv__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __truediv__(
-            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __truediv__(
-            self: SmartArray[Any, np.dtype[_InexactT]], other: _ArrayOf[_InexactT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_InexactT]]: ...
-        @overload  # integers and bools divide to float64
-        def __truediv__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegralT]], other: float | np.bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __truediv__(
-            self: SmartArray[Any, np.dtype[_IntegralT]],
-            other: _ArrayOf[np.integer[Any] | np.bool],
-            /,
-        ) -> SmartArray[_AnyShape, np.dtype[np.float64]]: ...
-        @overload
-        def __truediv__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __truediv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __truediv__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rtruediv__(
-            self: SmartArray[_ShapeT, np.dtype[_InexactT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_InexactT]]: ...
-        @overload
-        def __rtruediv__(
-            self: SmartArray[_ShapeT, np.dtype[np.float64]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __rtruediv__(
-            self: SmartArray[_ShapeT, np.dtype[np.complex128]], other: complex, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.complex128]]: ...
-        @overload
-        def __rtruediv__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegralT]], other: float, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __rtruediv__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rtruediv__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __divmod__(
-            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int | np.bool, /
-        ) -> tuple[
-            SmartArray[_ShapeT, np.dtype[_RealT]], SmartArray[_ShapeT, np.dtype[_RealT]]
-        ]: ...
-        @overload
-        def __divmod__(
-            self: SmartArray[Any, np.dtype[_RealT]], other: _ArrayOf[_RealT], /
-        ) -> tuple[
-            SmartArray[_AnyShape, np.dtype[_RealT]], SmartArray[_AnyShape, np.dtype[_RealT]]
-        ]: ...
-        @overload
-        def __divmod__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> tuple[SmartArray[_AnyShape, np.dtype[Any]], SmartArray[_AnyShape, np.dtype[Any]]]: ...
-        @overload
-        def __divmod__(
-            self, other: _NotArray, /
-        ) -> tuple[SmartArray[_AnyShape, np.dtype[Any]], SmartArray[_AnyShape, np.dtype[Any]]]: ...
-        def __divmod__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rdivmod__(
-            self: SmartArray[_ShapeT, np.dtype[_RealT]], other: int, /
-        ) -> tuple[
-            SmartArray[_ShapeT, np.dtype[_RealT]], SmartArray[_ShapeT, np.dtype[_RealT]]
-        ]: ...
-        @overload  # (a SmartArray on the left: what pyright's ``divmod(x, y)`` looks for)
-        def __rdivmod__(
-            self: SmartArray[Any, np.dtype[_RealT]], other: SmartArray[Any, np.dtype[_RealT]], /
-        ) -> tuple[
-            SmartArray[_AnyShape, np.dtype[_RealT]], SmartArray[_AnyShape, np.dtype[_RealT]]
-        ]: ...
-        @overload
-        def __rdivmod__(
-            self, other: SmartArray[Any, Any] | _NotArray, /
-        ) -> tuple[SmartArray[_AnyShape, np.dtype[Any]], SmartArray[_AnyShape, np.dtype[Any]]]: ...
-        def __rdivmod__(self, other: object, /) -> Any: ...
-
-        @overload  # (1-d @ 1-d is a scalar, as numpy's)
-        def __matmul__(
-            self: SmartArray[tuple[int], Any], other: SmartArray[tuple[int], Any], /
-        ) -> Any: ...
-        @overload
-        def __matmul__(
-            self: SmartArray[Any, np.dtype[_MatmulT]], other: _ArrayOf[_MatmulT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_MatmulT]]: ...
-        @overload
-        def __matmul__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __matmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __matmul__(self, other: object, /) -> Any: ...
-
-        def __rmatmul__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-
-        @overload  # bitwise operators: integers and bools
-        def __and__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
-        @overload
-        def __and__(
-            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
-        @overload
-        def __and__(
-            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
-        @overload
-        def __and__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __and__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __and__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rand__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
-        @overload
-        def __rand__(
-            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
-        @overload
-        def __rand__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rand__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __or__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
-        @overload
-        def __or__(
-            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
-        @overload
-        def __or__(
-            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
-        @overload
-        def __or__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __or__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __or__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __ror__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
-        @overload
-        def __ror__(
-            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
-        @overload
-        def __ror__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __ror__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __xor__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
-        @overload
-        def __xor__(
-            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool | np.bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
-        @overload
-        def __xor__(
-            self: SmartArray[Any, np.dtype[_IntegralT]], other: _ArrayOf[_IntegralT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_IntegralT]]: ...
-        @overload
-        def __xor__(self, other: _ArrayOf[_ScalarT], /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __xor__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __xor__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rxor__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
-        @overload
-        def __rxor__(
-            self: SmartArray[_ShapeT, np.dtype[np.bool]], other: bool, /
-        ) -> SmartArray[_ShapeT, np.dtype[np.bool]]: ...
-        @overload
-        def __rxor__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rxor__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __lshift__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
-        @overload
-        def __lshift__(
-            self: SmartArray[Any, np.dtype[_IntegerT]], other: _ArrayOf[_IntegerT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_IntegerT]]: ...
-        @overload
-        def __lshift__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __lshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __lshift__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rlshift__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
-        @overload
-        def __rlshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rlshift__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rshift__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
-        @overload
-        def __rshift__(
-            self: SmartArray[Any, np.dtype[_IntegerT]], other: _ArrayOf[_IntegerT], /
-        ) -> SmartArray[_AnyShape, np.dtype[_IntegerT]]: ...
-        @overload
-        def __rshift__(
-            self, other: _ArrayOf[_ScalarT], /
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        @overload
-        def __rshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rshift__(self, other: object, /) -> Any: ...
-
-        @overload
-        def __rrshift__(
-            self: SmartArray[_ShapeT, np.dtype[_IntegerT]], other: int, /
-        ) -> SmartArray[_ShapeT, np.dtype[_IntegerT]]: ...
-        @overload
-        def __rrshift__(self, other: _NotArray, /) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def __rrshift__(self, other: object, /) -> Any: ...
-
-        # --- comparisons: boolean arrays, whatever the operands (``==`` too, unlike object's)
-        def __lt__(self, other: object, /) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
-        def __le__(self, other: object, /) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
-        def __gt__(self, other: object, /) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
-        def __ge__(self, other: object, /) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
-        def __eq__(  # type: ignore[override]
-            self, other: object, /
-        ) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
-        def __ne__(  # type: ignore[override]
-            self, other: object, /
-        ) -> SmartArray[_AnyShape, np.dtype[np.bool]]: ...
-
-        # --- unary operators (the self types are bounded type variables, as numpy's: mypy
-        # checks a bound on ``self`` itself, not one nested in its type arguments)
-        def __neg__(self: _NumericArrayT, /) -> _NumericArrayT: ...
-        def __pos__(self: _NumericArrayT, /) -> _NumericArrayT: ...
-        def __invert__(self: _IntegralArrayT, /) -> _IntegralArrayT: ...
-        @overload
-        def __abs__(
-            self: SmartArray[_ShapeT, np.dtype[_AbsT]], /
-        ) -> SmartArray[_ShapeT, np.dtype[_AbsT]]: ...
-        @overload  # the magnitude of a complex number is a real one of its precision
-        def __abs__(
-            self: SmartArray[_ShapeT, np.dtype[np.complex128]], /
-        ) -> SmartArray[_ShapeT, np.dtype[np.float64]]: ...
-        @overload
-        def __abs__(
-            self: SmartArray[_ShapeT, np.dtype[np.complexfloating[_NBit, _NBit]]], /
-        ) -> SmartArray[_ShapeT, np.dtype[np.floating[_NBit]]]: ...
-        def __abs__(self, /) -> Any: ...
-
-        # --- in-place operators: the array itself, its type unchanged. (mypy wants an
-        # in-place operator's overloads to match the operator's; one signature is right here.)
-        def __iadd__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __isub__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __imul__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __itruediv__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __ifloordiv__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __imod__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __ipow__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __imatmul__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __iand__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __ior__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __ixor__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __ilshift__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-        def __irshift__(self, other: object, /) -> Self: ...  # type: ignore[misc]
-
-        # --- the ndarray members forwarded to the host copy (_numpy.protocols): array
-        # results are SmartArrays; reductions are Any (a scalar or an array, by axis), as
-        # in numpy's stubs. ``resize``, ``setflags`` and ``byteswap`` are refused at run
-        # time and absent here.
-        def argmax(
-            self, axis: SupportsIndex | None = None, out: Any = None, *, keepdims: bool = False
-        ) -> Any: ...
-        def argmin(
-            self, axis: SupportsIndex | None = None, out: Any = None, *, keepdims: bool = False
-        ) -> Any: ...
-        def argpartition(
-            self,
-            kth: Any,
-            axis: SupportsIndex | None = -1,
-            kind: str = "introselect",
-            order: str | Sequence[str] | None = None,
-        ) -> SmartArray[_AnyShape, np.dtype[np.intp]]: ...
-        def argsort(
-            self,
-            axis: SupportsIndex | None = -1,
-            kind: str | None = None,
-            order: str | Sequence[str] | None = None,
-            *,
-            stable: bool | None = None,
-        ) -> SmartArray[_AnyShape, np.dtype[np.intp]]: ...
-        def choose(
-            self, choices: Any, out: Any = None, mode: str = "raise"
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def clip(
-            self, min: Any = None, max: Any = None, out: Any = None, **kwargs: Any
-        ) -> SmartArray[_ShapeT_co, np.dtype[Any]]: ...
-        def compress(
-            self, condition: Any, axis: SupportsIndex | None = None, out: Any = None
-        ) -> SmartArray[_AnyShape, _DTypeT_co]: ...
-        def conj(self) -> SmartArray[_ShapeT_co, _DTypeT_co]: ...
-        def conjugate(self) -> SmartArray[_ShapeT_co, _DTypeT_co]: ...
-        def cumprod(
-            self, axis: SupportsIndex | None = None, dtype: DTypeLike | None = None, out: Any = None
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def cumsum(
-            self, axis: SupportsIndex | None = None, dtype: DTypeLike | None = None, out: Any = None
-        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-        def dot(self, b: Any, out: Any = None) -> Any: ...
-        def dump(self, file: Any) -> None: ...
-        def dumps(self) -> bytes: ...
-        def nonzero(self) -> tuple[SmartArray[tuple[int], np.dtype[np.intp]], ...]: ...
-        def partition(
-            self,
-            kth: Any,
-            axis: SupportsIndex = -1,
-            kind: str = "introselect",
-            order: str | Sequence[str] | None = None,
-        ) -> None: ...
-        def prod(self, *args: Any, **kwargs: Any) -> Any: ...
-        def put(self, indices: Any, values: Any, mode: str = "raise") -> None: ...
-        def repeat(
-            self, repeats: Any, axis: SupportsIndex | None = None
-        ) -> SmartArray[_AnyShape, _DTypeT_co]: ...
-        def round(
-            self, decimals: SupportsIndex = 0, out: Any = None
-        ) -> SmartArray[_ShapeT_co, _DTypeT_co]: ...
-        def searchsorted(
-            self, v: Any, side: Literal["left", "right"] = "left", sorter: Any = None
-        ) -> Any: ...
-        def setfield(self, val: Any, dtype: DTypeLike, offset: SupportsIndex = 0) -> None: ...
-        def sort(
-            self,
-            axis: SupportsIndex = -1,
-            kind: str | None = None,
-            order: str | Sequence[str] | None = None,
-            *,
-            stable: bool | None = None,
-        ) -> None: ...
-        def std(self, *args: Any, **kwargs: Any) -> Any: ...
-        def take(
-            self,
-            indices: Any,
-            axis: SupportsIndex | None = None,
-            out: Any = None,
-            mode: str = "raise",
-        ) -> Any: ...
-        def tobytes(self, order: str = "C") -> bytes: ...
-        def tofile(self, fid: Any, sep: str = "", format: str = "%s") -> None: ...
-        def trace(
-            self,
-            offset: SupportsIndex = 0,
-            axis1: SupportsIndex = 0,
-            axis2: SupportsIndex = 1,
-            dtype: DTypeLike | None = None,
-            out: Any = None,
-        ) -> Any: ...
-        def var(self, *args: Any, **kwargs: Any) -> Any: ...
-        @property
-        def ctypes(self) -> Any: ...
-        @property
-        def data(self) -> memoryview: ...
-        @property
-        def device(self) -> Literal["cpu"]: ...
-
+    # instances slower (CPython cannot specialise it). Their types, for type checkers only,
+    # are declared in smartarray._array_typing (_SmartArrayTyping, the class's first base).
     # --- conversions ------------------------------------------------------------------------
 
     def __repr__(self) -> str:

@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "_core": 0,  # the state machine, transfers, memory: imports nothing above
     "_hooks": 1,  # the class and its extension points
     "_array": 1,
+    "_array_typing": 1,  # what type checkers see of the class's installed members
     "_intents": 1,
     "_numpy": 2,  # the glue, each registering itself with the class
     "_numba": 3,
@@ -39,6 +40,10 @@ LAYERS: dict[str, int] = {
     "bench": 7,
 }
 LAYER_NAMES = {0: "_core", 1: "the class", 2: "_numpy", 3: "_numba", 4: "_cuda", 5: "_interop"}
+# Modules that are one module of the graph with another: SmartArray's typing-only declarations
+# (_array_typing, its first base for type checkers, never imported at run time) and the class
+# import each other, for type checkers only, as a class and its own methods would.
+PART_OF = {"_array_typing": "_array"}
 
 
 def _modules(package: Path = PACKAGE) -> dict[str, Path]:
@@ -99,8 +104,14 @@ def _imports(name: str, path: Path, modules: set[str]) -> set[str]:
 
 
 def _graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Who imports whom, with each module of ``PART_OF`` merged into its module."""
     modules = _modules(package)
-    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        node = PART_OF.get(name, name)
+        targets = {PART_OF.get(target, target) for target in _imports(name, path, set(modules))}
+        graph.setdefault(node, set()).update(targets - {node})
+    return graph
 
 
 def _layer(name: str) -> int:

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import tokenize
+import types
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,7 +194,7 @@ def _check(value: Any, expected: Any) -> None:
         assert isinstance(value, np.dtype), (value, expected)
         (scalar,) = args or (Any,)
         scalar = typing.get_origin(scalar) or scalar
-        if isinstance(scalar, type) and scalar is not Any:
+        if isinstance(scalar, type) and scalar not in (Any, types.UnionType):
             assert issubclass(value.type, scalar), (value, expected)
     elif origin is tuple and expected is not tuple:
         assert isinstance(value, tuple), (value, expected)
@@ -269,18 +270,48 @@ def test_the_value_check_finds_wrong_types() -> None:
 
 
 def _declared_for_type_checkers() -> set[str]:
-    """Names the ``if TYPE_CHECKING:`` blocks of SmartArray's class body declare."""
-    tree = ast.parse((ROOT / "smartarray" / "_array.py").read_text())
-    (cls,) = (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SmartArray")
-    names: set[str] = set()
-    for node in cls.body:
+    """Names SmartArray's typing-only base (smartarray._array_typing) declares, and those the
+    ``if TYPE_CHECKING:`` blocks of SmartArray's own class body declare."""
+
+    def declared(body: list[ast.stmt]) -> set[str]:
+        names: set[str] = set()
+        for item in body:
+            if isinstance(item, ast.FunctionDef):
+                names.add(item.name)
+            elif isinstance(item, ast.Assign):
+                names.update(t.id for t in item.targets if isinstance(t, ast.Name))
+        return names
+
+    def class_body(module: str, name: str) -> list[ast.stmt]:
+        tree = ast.parse((ROOT / "smartarray" / module).read_text())
+        nodes = [*tree.body]
+        for node in tree.body:  # (a class may be declared under ``if TYPE_CHECKING:``)
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                nodes += node.body
+        (cls,) = (n for n in nodes if isinstance(n, ast.ClassDef) and n.name == name)
+        return cls.body
+
+    names = declared(class_body("_array_typing.py", "_SmartArrayTyping"))
+    for node in class_body("_array.py", "SmartArray"):
         if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef):
-                    names.add(item.name)
-                elif isinstance(item, ast.Assign):
-                    names.update(t.id for t in item.targets if isinstance(t, ast.Name))
+            names |= declared(node.body)
     return names
+
+
+def test_the_typing_only_base_is_no_base_at_run_time() -> None:
+    """Type checkers see SmartArray's installed members in its first base, numpy's operator
+    mixin as smartarray._array_typing declares it; at run time that base is the mixin itself,
+    and nothing imports smartarray._array_typing (which defines nothing)."""
+    from numba.cuda.args import ArgHint
+    from numpy.lib.mixins import NDArrayOperatorsMixin
+
+    assert SmartArray.__bases__ == (NDArrayOperatorsMixin, ArgHint, typing.Generic)
+    assert "smartarray._array_typing" not in sys.modules
+    code = "import smartarray._array_typing as m; print(sorted(n for n in vars(m) if n[0] != '_'))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert result.stdout.strip() == "['TYPE_CHECKING', 'annotations']"
 
 
 def test_every_installed_member_is_declared_for_type_checkers() -> None:

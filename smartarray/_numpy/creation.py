@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         _DTypeLike,
         _DTypeT,
         _HasArray,
+        _ObjT,
         _ScalarT,
         _ShapeLike,
         _ShapeT,
@@ -43,7 +44,7 @@ def asarray(
 ) -> SmartArray[tuple[()], np.dtype[_ScalarT]]: ...
 @overload
 def asarray(
-    obj: _HasArray[_ShapeT, _DTypeT],
+    obj: np.ndarray[_ShapeT, _DTypeT],
     dtype: None = None,
     order: str | None = None,
     where: str = "host",
@@ -52,7 +53,16 @@ def asarray(
 ) -> SmartArray[_ShapeT, _DTypeT]: ...
 @overload
 def asarray(
-    obj: Any,
+    obj: SmartArray[_ShapeT, _DTypeT],
+    dtype: None = None,
+    order: str | None = None,
+    where: str = "host",
+    *,
+    host_memory: str | None = None,
+) -> SmartArray[_ShapeT, _DTypeT]: ...
+@overload
+def asarray(  # (any other object is a type variable, as for SmartArray's constructor)
+    obj: _ObjT,
     dtype: _DTypeLike[_ScalarT],
     order: str | None = None,
     where: str = "host",
@@ -61,7 +71,7 @@ def asarray(
 ) -> SmartArray[_AnyShape, np.dtype[_ScalarT]]: ...
 @overload
 def asarray(
-    obj: Any,
+    obj: _ObjT,
     dtype: DTypeLike | None = None,
     order: str | None = None,
     where: str = "host",

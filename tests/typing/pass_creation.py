@@ -43,6 +43,19 @@ assert_type(SmartArray(shape=(2, 3)), F8)
 assert_type(SmartArray(shape=4, dtype=np.complex64), SmartArray[AnyShape, np.dtype[np.complex64]])
 assert_type(SmartArray([1.0, 2.0]), SmartArray[AnyShape, np.dtype[Any]])
 assert_type(SmartArray(host, dtype="f4"), SmartArray[AnyShape, np.dtype[Any]])
+# An ndarray or SmartArray whose type contains Any keeps its types, with mypy too: ``arange``
+# has the type numpy 2.4 gives np.arange(3.0), an ndarray of float64 | Any (a cast: other numpy
+# versions type np.arange differently). Any other object with ``__array__`` gives np.dtype[Any].
+arange = cast("np.ndarray[tuple[int], np.dtype[np.float64 | Any]]", np.zeros(3))
+assert_type(SmartArray(arange), SmartArray[tuple[int], np.dtype[np.float64 | Any]])
+assert_type(SmartArray(arange, where="host"), SmartArray[tuple[int], np.dtype[np.float64 | Any]])
+assert_type(SmartArray(arange, dtype=np.float32), SmartArray[AnyShape, np.dtype[np.float32]])
+assert_type(SmartArray(arange, dtype="f4"), SmartArray[AnyShape, np.dtype[Any]])
+assert_type(sa.asarray(arange), SmartArray[tuple[int], np.dtype[np.float64 | Any]])
+assert_type(sa.asarray(arange, np.int8), SmartArray[AnyShape, np.dtype[np.int8]])
+any_shape = cast("SmartArray[Any, np.dtype[np.float64]]", SmartArray(host))
+assert_type(SmartArray(any_shape), SmartArray[Any, np.dtype[np.float64]])
+assert_type(sa.asarray(any_shape), SmartArray[Any, np.dtype[np.float64]])
 
 # asarray: a SmartArray or ndarray keeps its types.
 x = sa.asarray(host)
