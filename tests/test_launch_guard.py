@@ -93,7 +93,7 @@ def test_launch_without_cuda_prints_one_clean_traceback(late: bool) -> None:
     assert err.count("Traceback") == 1, err
     assert "During handling" not in err and "direct cause" not in err, err
     last = err.rstrip().splitlines()[-1]
-    assert last.startswith("smartarray._core.errors.DeviceUnavailableError: cannot launch CUDA")
+    assert last.startswith("smartarray.DeviceUnavailableError: cannot launch CUDA")  # issue 31
     assert "'scale'" in last and "NUMBA_ENABLE_CUDASIM=1 python script.py" in last
     assert ("but too late" in last) is late
     assert len(err.splitlines()) < 20, err
