@@ -492,3 +492,22 @@ def test_threads_launching_kernels_on_shared_and_own_arrays() -> None:
 
     run_in_threads(worker, 4)
     assert shared.location == "both"  # only read: uploaded once, still valid on the host
+
+
+def test_to_device_returns_the_current_device_copy() -> None:
+    # issue 31: a.to_device() raised "bare_kernel_argument() missing 1 required positional
+    # argument: 'retr'" (numba-cuda's kernel-argument protocol takes the launch's list).
+    a = sa.SmartArray(np.arange(N, dtype=np.float64), label="a")
+    with sa.track_transfers() as t:
+        d = a.to_device()
+    assert counts(t) == (1, 0) and a.location == "both"
+    np.testing.assert_array_equal(d.copy_to_host(), np.arange(N))
+    fill[1, THREADS](d, 7.0)  # it is a's own device copy (not a new copy, unlike cuda.to_device)
+    a.mark_changed("gpu")
+    np.testing.assert_array_equal(a, np.full(N, 7.0))
+    stream = cuda.stream()
+    b = sa.SmartArray(np.arange(3.0))
+    np.testing.assert_array_equal(b.to_device(stream=stream).copy_to_host(), [0.0, 1.0, 2.0])
+    with sa.track_transfers() as t:  # and launches still prepare bare arguments through it
+        fill[1, THREADS](a, 2.0)
+    assert counts(t) == (0, 0) and a.location == "gpu"

@@ -118,3 +118,12 @@ def test_launches_still_work_with_a_device() -> None:
     a = sa.asarray(np.arange(4.0))
     inc[1, 4](a)
     np.testing.assert_array_equal(np.asarray(a), np.arange(4.0) + 1)
+
+
+@pytest.mark.hostonly
+def test_to_device_without_cuda_raises_device_unavailable() -> None:
+    # issue 31: SmartArray.to_device() is public (see test_cuda_kernels.py for what it does)
+    a = sa.SmartArray(np.arange(4.0))
+    with pytest.raises(sa.DeviceUnavailableError, match="NUMBA_ENABLE_CUDASIM=1"):
+        a.to_device()
+    assert a.location == "host" and np.array_equal(a, np.arange(4.0))
