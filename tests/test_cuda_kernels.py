@@ -62,7 +62,6 @@ def njit_double(a):
     a *= 2
 
 
-
 @pytest.mark.parametrize("length", [2, 5, 10])
 def test_chain_costs_one_upload_and_one_download(length: int) -> None:
     x = sa.SmartArray(np.arange(N, dtype=np.float64))
@@ -452,7 +451,7 @@ def test_out_of_device_memory_is_clear_and_loses_nothing(monkeypatch: pytest.Mon
         raise RuntimeError("CUDA_ERROR_OUT_OF_MEMORY (simulated)")
 
     monkeypatch.setattr(_backend.cuda(), "device_array", no_memory)
-    with pytest.raises(MemoryError, match="free_device"):
+    with pytest.raises(MemoryError, match=r"(?i)release device memory held outside SmartArrays"):
         inc[1, THREADS](a)
     with pytest.raises(MemoryError, match="out of device memory"):
         sa.zeros(N, where="gpu")
@@ -511,3 +510,59 @@ def test_to_device_returns_the_current_device_copy() -> None:
     with sa.track_transfers() as t:  # and launches still prepare bare arguments through it
         fill[1, THREADS](a, 2.0)
     assert counts(t) == (0, 0) and a.location == "gpu"
+
+
+@pytest.mark.parametrize("fits", [True, False], ids=["fits-the-device", "larger-than-the-device"])
+def test_out_of_device_memory_says_what_was_requested_held_and_free(
+    monkeypatch: pytest.MonkeyPatch, empty_budget: None, fits: bool
+) -> None:
+    # issue 31: inc[1, 32](sa.zeros(10**13)) blamed an unset limit ("Raise the limit") and said
+    # SmartArrays held the 80 TB it had just requested, while device_memory_usage() was 0.
+    from smartarray._core import backend as _backend
+
+    held = sa.SmartArray(np.arange(N, dtype=np.float64), label="held")
+    device = held.get("gpu")  # handed out (the caller may write it): cannot be evicted
+    a = sa.SmartArray(np.zeros(1024), label="big")
+    total = 1 << 20 if fits else 4096  # bytes the (stand-in) device has
+    monkeypatch.setattr(_backend, "device_memory_info", lambda: (total // 2, total))
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("CUDA_ERROR_OUT_OF_MEMORY (simulated)")
+
+    monkeypatch.setattr(_backend.cuda(), "device_array", no_memory)
+    usage = sa.device_memory_usage()
+    assert usage >= held.nbytes
+    with pytest.raises(MemoryError) as error:
+        inc[1, THREADS](a)
+    message = str(error.value)
+    assert "out of device memory allocating 8192 bytes for big" in message
+    assert f"the device has {total // 2} of its {total} bytes free" in message
+    assert f"SmartArrays hold {usage} bytes of device memory" in message  # not the request
+    assert "handed out by get('gpu') and not yet declared (mark_changed): held" in message
+    assert "no smartarray device memory limit is set" in message
+    assert "raise the limit" not in message.lower()  # there is none to raise
+    if fits:
+        assert "release device memory held outside SmartArrays" in message
+        assert "Free device copies you no longer need (SmartArray.free_device)" in message
+    else:
+        assert f"larger than the whole device ({total} bytes)" in message
+        assert "free_device" not in message and "release device memory" not in message
+    assert sa.device_memory_usage() == usage and a.location == "host"  # nothing changed
+    sa.set_device_memory_limit(usage + 4096)  # the budget refuses, before the device
+    with pytest.raises(MemoryError) as error:
+        inc[1, THREADS](a)
+    message = str(error.value)
+    assert "cannot allocate 8192 bytes of device memory for big: the device has" in message
+    assert f"the smartarray device memory limit is {usage + 4096} bytes" in message
+    if fits:
+        assert f"larger than the limit: raise the limit to at least {usage + 8192}" in message
+    sa.set_device_memory_limit(usage + (1 << 16))  # a limit the device cannot honour
+    with pytest.raises(MemoryError) as error:
+        inc[1, THREADS](a)
+    message = str(error.value)
+    assert f"the smartarray device memory limit is {usage + (1 << 16)} bytes" in message
+    if fits:
+        assert "set the limit below what the device has free" in message
+    assert sa.device_memory_usage() == usage and a.location == "host"
+    held.mark_changed("gpu")
+    del device
