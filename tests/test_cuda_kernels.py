@@ -566,3 +566,21 @@ def test_out_of_device_memory_says_what_was_requested_held_and_free(
     assert sa.device_memory_usage() == usage and a.location == "host"
     held.mark_changed("gpu")
     del device
+
+
+def test_mapped_memory_is_never_copied_by_kernels_or_njit_calls() -> None:
+    # docs/numba.md (issue 31): mapped host memory is one buffer for both sides.
+    @njit
+    def double(x):  # type: ignore[no-untyped-def]
+        x[:] *= 2.0
+
+    a = sa.SmartArray(np.arange(N, dtype=np.float64), host_memory="mapped")
+    with sa.track_transfers() as t:
+        inc[1, THREADS](a)
+        assert a.location == "both"
+        double(a)
+        assert a.location == "both"
+        fill[1, THREADS](sa.Out(a), 3.0)
+        axpy[1, THREADS](a, 2.0, sa.In(a))
+        np.testing.assert_array_equal(np.asarray(a), np.full(N, 9.0))
+    assert t.count == 0 and a.location == "both"
