@@ -584,3 +584,19 @@ def test_mapped_memory_is_never_copied_by_kernels_or_njit_calls() -> None:
         axpy[1, THREADS](a, 2.0, sa.In(a))
         np.testing.assert_array_equal(np.asarray(a), np.full(N, 9.0))
     assert t.count == 0 and a.location == "both"
+
+
+def test_the_simulator_does_not_check_explicit_kernel_signatures() -> None:
+    # docs/testing.md, "What the simulator cannot tell you" (issue 31): a difference from a GPU.
+    if sa.tier() != "simulator":
+        pytest.skip("the simulator's behaviour (numba-cuda checks signatures on a GPU)")
+
+    @cuda.jit("void(int32[:], int32)")
+    def put(x, value):  # type: ignore[no-untyped-def]
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = value
+
+    a = sa.SmartArray(np.zeros(N))  # float64, not int32
+    put[1, THREADS](a, 2.5)
+    np.testing.assert_array_equal(np.asarray(a), np.full(N, 2.5))  # ran on the float64 data

@@ -70,3 +70,17 @@ def test_dir_of_the_package_lists_no_stray_names() -> None:
     for name in extra:  # what is left: submodules, and the hook installers tools/ call again
         value = getattr(smartarray, name)
         assert isinstance(value, types.ModuleType) or name.startswith("install_"), name
+
+
+def test_readme_says_how_to_build_the_docs_as_ci_does() -> None:
+    # issue 31: the README gave no command to build the docs (.ci/run has it).
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    ci_command = re.search(r"^(mkdocs build --strict)\b", ci, re.MULTILINE)
+    assert ci_command is not None
+    assert re.search(rf'pip install -e "\.\[docs\]" && {ci_command.group(1)} ', readme)
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert any(spec.startswith("mkdocs") for spec in extras["docs"])
