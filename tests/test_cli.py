@@ -261,6 +261,32 @@ def test_bench_dask_without_dask_says_what_to_install(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
+def test_dask_table_says_what_its_chunk_counts_mean() -> None:
+    # issue 31: "chunks per worker: 4 + 8" was printed with no meaning on screen.
+    from smartarray.bench import dask as bench_dask
+
+    row = {
+        "worker_processes": 2,
+        "chunks_as": "views",
+        "chunks": 8,
+        "chunks_per_worker": [4, 8],
+        "h2d_count": 2,
+        "d2h_count": 8,
+        "h2d_bytes": 32768,
+        "d2h_bytes": 16384,
+        "minimum_bytes": 32768,
+        "sent_bytes": 41032,
+        "seconds": 3.07,
+    }
+    text = bench_dask.table([row])
+    header, _, line, *rest = text.splitlines()
+    legend = " ".join(rest)
+    assert max(len(part) for part in rest) <= 100
+    assert "| result chunks held |" in header and "| 4 + 8 " in line
+    assert legend.startswith("result chunks held: at the end of the run, how many of the 8 ")
+    assert "replicas included" in legend and "one number per worker" in legend
+
+
 def test_throughput_report_checks_the_target_per_smartarray_row() -> None:
     from smartarray.bench import throughput as bench_throughput
 

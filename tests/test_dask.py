@@ -523,6 +523,7 @@ def test_benchmark_pipeline_on_an_in_process_worker() -> None:
             {
                 "worker_processes": 1,
                 "chunks_as": "views",
+                "chunks": 4,
                 "chunks_per_worker": [4],
                 "seconds": run["seconds"],
                 "minimum_bytes": 2 * data.nbytes,
