@@ -144,7 +144,7 @@ def test_bench_host_table(tmp_path: Path) -> None:
         base, smart = (float(cell.split(" µs")[0]) for cell in cells[1:3])
         printed_ratio = float(cells[3].split("x")[0])
         assert smart / base == pytest.approx(printed_ratio, rel=0.03), line
-    assert "median of 3 estimates" in out and "that estimate's two times and its ratio" in out
+    assert "median of 3 estimates" in out and "that estimate's two times\nand its ratio" in out
 
 
 def test_host_rows_are_printed_as_they_are_measured(

@@ -780,9 +780,9 @@ def host_speed(quick: bool) -> list[dict[str, Any]]:
 
     estimates = 3 if quick else 5
     print(
-        f"\nHost speed: SmartArray ÷ ndarray, same process. Each row is the median of "
-        f"{estimates} estimates (an estimate: the best time of each variant over interleaved "
-        "rounds): that estimate's two times and its ratio, and the range of all the ratios.",
+        "\nHost speed: SmartArray ÷ ndarray, same process. Each row is the median of "
+        f"{estimates} estimates\n(an estimate: the best time of each variant over interleaved "
+        "rounds): that estimate's two times\nand its ratio, then the range of all the ratios.",
         flush=True,
     )
     print(bench_host.format_header(), flush=True)
