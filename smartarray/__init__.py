@@ -5,8 +5,6 @@ the process starts, e.g. ``NUMBA_ENABLE_CUDASIM=1 python script.py``; importing 
 imports numba) to use Numba's CUDA simulator on a machine without a GPU.
 """
 
-from __future__ import annotations
-
 import sys as _sys
 
 # The layers, bottom first (docs/design.md): _core (state machine, transfers, memory), the

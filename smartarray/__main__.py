@@ -21,6 +21,7 @@ import smartarray as sa
 
 from ._core.transfer import count_of
 from .bench import cli as bench
+from .bench.common import exit_quietly_on_broken_pipe
 
 TIER_TEXT = {
     "gpu": "gpu (a CUDA GPU: kernels run on the device)",
@@ -122,7 +123,15 @@ def demo() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m smartarray``."""
+    """Entry point of ``python -m smartarray``.
+
+    Returns the exit status: 141 when the reader of the output went away (``| head``), with no
+    traceback; otherwise 0 (or the status of the simulator re-run).
+    """
+    return exit_quietly_on_broken_pipe(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m smartarray",
         description="Versions, this machine's tier, pinned memory, and a short demo of the "

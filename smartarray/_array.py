@@ -1480,15 +1480,36 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         """The Numba type of this array (read by Numba's dispatchers instead of typeof)."""
         return _hooks.numba_type(self, not self._writeable)
 
-    def to_device(self, retr: list, stream: Any = 0) -> Any:
-        """Kernel-argument hook called by numba.cuda at launch.
+    def to_device(self, retr: list | None = None, stream: Any = 0) -> Any:
+        """Make the device copy current and return it, as ``get('gpu', stream)`` does.
 
-        The intent is inferred from the kernel's code: ``In`` when no argument of the launch
-        may write this array's memory, else ``InOut`` (see :mod:`smartarray._cuda.launch`).
-        ``import smartarray`` replaces this method with the CUDA glue's own
-        (``smartarray._cuda.arguments.bare_kernel_argument``, one Python frame less per
-        argument per launch).
+        Parameters
+        ----------
+        retr : None
+            Leave it out: it is numba-cuda's, which calls ``to_device(retr, stream)`` on every
+            kernel argument of a launch (the kernel-argument protocol of ``numba.cuda.In``
+            and its kind), passing the launch's list of clean-up work.
+        stream : numba.cuda stream or 0, optional
+            Stream for the upload, if one is needed (0: the default stream).
+
+        Returns
+        -------
+        numba.cuda device array
+            Shares memory with this SmartArray, like ``get('gpu')`` (not a copy, unlike
+            ``numba.cuda.to_device(ndarray)``): after writing through it, call
+            ``mark_changed('gpu')``.
+
+        Notes
+        -----
+        Called by numba-cuda at a launch (``retr`` a list), it prepares this array as a bare
+        kernel argument instead: its intent is inferred from the kernel's code, ``In`` when no
+        argument of the launch may write this array's memory, else ``InOut`` (see
+        :mod:`smartarray._cuda.launch`). ``import smartarray`` replaces this method with the
+        CUDA glue's own (``smartarray._cuda.arguments.bare_kernel_argument``, one Python frame
+        less per argument per launch), which does both.
         """
+        if retr is None:
+            return self.get("gpu", stream=stream)
         return _hooks.bare_kernel_argument(self, retr, stream)
 
     def __dlpack__(

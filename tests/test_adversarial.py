@@ -305,7 +305,9 @@ def _dict_set(a: SmartArray) -> None:
     kept[0] = a
 
 
-@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaTypeSafetyWarning")
+# issue 31: a NumbaTypeSafetyWarning ("unsafe cast ... Precision may be lost") printed before
+# the right SmartArrayKeptError; only the error shows now.
+@pytest.mark.filterwarnings("error::numba.core.errors.NumbaTypeSafetyWarning")
 @pytest.mark.parametrize(
     "keep",
     [
@@ -331,6 +333,7 @@ def test_a_typed_container_cannot_keep_a_smartarray(keep: Any) -> None:
     assert a.location == "host"
 
 
+@pytest.mark.filterwarnings("error::numba.core.errors.NumbaTypeSafetyWarning")
 def test_typed_containers_that_die_with_the_call_take_smartarrays() -> None:
     a = SmartArray(np.arange(4.0))
     assert sum_through_a_local_list(a) == 12.0

@@ -165,6 +165,67 @@ def test_bad_shapes_match_numpy(shape: Any) -> None:
             call()
 
 
+# issue 31: impossible shapes were accepted at creation (buffers are made lazily), and the
+# error came at first use; numpy refuses them when the array is made.
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [
+        ((2**62,), np.float64),  # nbytes beyond intp
+        ((2**61,), np.float64),  # exactly 2**64 bytes
+        ((2**40, 2**40), np.float64),  # (nbytes wrapped to 0 before)
+        ((0, 2**62, 2**62), np.uint8),  # numpy checks the nonzero dimensions' product
+        ((2**63,), np.uint8),  # a dimension beyond intp
+        ((1,) * 65, np.float64),  # more axes than numpy allows
+    ],
+    ids=lambda v: f"{len(v)} axes" if isinstance(v, tuple) and len(v) > 4 else repr(v),
+)
+@pytest.mark.parametrize("where", ["host", "gpu"])
+def test_impossible_shapes_are_refused_at_creation_as_numpy_does(
+    shape: tuple[int, ...], dtype: type, where: str
+) -> None:
+    with pytest.raises(ValueError) as expected:
+        np.empty(shape, dtype=dtype)
+    for call in (
+        lambda: sa.empty(shape, dtype=dtype, where=where),
+        lambda: sa.zeros(shape, dtype=dtype, where=where),
+        lambda: sa.full(shape, 1, dtype=dtype, where=where),
+        lambda: sa.zeros_like(np.zeros(1, dtype), shape=shape, where=where),
+        lambda: SmartArray(shape=shape, dtype=dtype, where=where),
+    ):
+        with sa.track_transfers() as t, pytest.raises(ValueError) as error:
+            call()  # before any device check: the same error in every tier
+        message = str(error.value)
+        assert message.startswith(str(expected.value)[:40]), (message, expected.value)
+        assert "nothing was allocated" in message and str(shape) in message
+        assert t.nbytes == 0
+
+
+def test_shapes_that_fit_intp_but_not_this_machine_are_a_memory_error() -> None:
+    # numpy raises MemoryError when it allocates 80 TB; smartarray when the array is made.
+    from smartarray._core.host_buffers import machine_memory
+
+    memory = machine_memory()
+    if memory is None:  # pragma: no cover - neither /proc/meminfo nor sysconf
+        pytest.skip("this machine's memory cannot be read")
+    n = sum(memory) // 8 + 1  # one float64 more than RAM + swap
+    assert n * 8 <= np.iinfo(np.intp).max
+    for call in (
+        lambda: sa.zeros(n),
+        lambda: SmartArray(shape=(n,)),
+        lambda: sa.empty_like(np.zeros(1), shape=(n,)),
+    ):
+        with pytest.raises(
+            MemoryError,
+            match=r"^Unable to allocate .* with shape \(\d+,\) and "
+            r"data type float64: more than this machine's memory",
+        ) as error:
+            call()
+        assert "GiB RAM" in str(error.value) and "where='gpu'" in str(error.value)
+    big = sa.zeros(max(1, sum(memory) // 8 // 4), dtype=np.float64)  # lazily made: fits
+    assert big.location == "both" and big.nbytes <= sum(memory)
+    del big
+
+
 def test_shape_mismatch_with_data() -> None:
     with pytest.raises(ValueError, match="does not match"):
         SmartArray([1, 2, 3], shape=(2,))

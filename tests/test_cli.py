@@ -136,6 +136,107 @@ def test_bench_host_table(tmp_path: Path) -> None:
     assert len(table) == 6 and all(line.endswith("| not judged |") for line in table)
     assert "| yes" not in out and "| NO" not in out
     assert "too noisy to judge these ratios" in out
+    # issue 31: the times and the ratio are one estimate's (the median one), so they agree
+    for row in rows.values():
+        assert row["smartarray_us"] / row["baseline_us"] == pytest.approx(row["ratio"])
+    for line in [line for line in out.splitlines() if line.startswith("| ")][1:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        base, smart = (float(cell.split(" µs")[0]) for cell in cells[1:3])
+        printed_ratio = float(cells[3].split("x")[0])
+        assert smart / base == pytest.approx(printed_ratio, rel=0.03), line
+    assert "median of 3 estimates" in out and "that estimate's two times\nand its ratio" in out
+
+
+def test_host_rows_are_printed_as_they_are_measured(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 31: `--host` printed nothing for 15 s, then the whole table.
+    from smartarray.bench import cli
+    from smartarray.bench import host as bench_host
+
+    printed_before: list[str] = []
+    measure = bench_host._estimates
+
+    def spy(*args: object, **kwargs: object) -> list[tuple[float, float]]:
+        printed_before.append(capsys.readouterr().out)  # everything printed since the last row
+        return measure(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bench_host, "_estimates", spy)
+    rows = cli.host_speed(quick=True)
+    last = capsys.readouterr().out
+    assert len(printed_before) == len(rows) == 7
+    assert "| operation" in printed_before[0]  # the header, before the first measurement
+    for k in range(1, len(rows)):  # before measuring row k, row k - 1 is on screen
+        assert printed_before[k].startswith(f"| {rows[k - 1]['label']} "), printed_before[k]
+    assert last.startswith(f"| {rows[-1]['label']} ")
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--n", "0"], "argument --n: must be at least 1, got 0"),
+        (["--steps", "0"], "argument --steps: must be at least 1, got 0"),
+        (["--n", "-5"], "argument --n: must be at least 1, got -5"),
+        (["--n", "1e3"], "argument --n: expected a whole number >= 1, got '1e3'"),
+    ],
+)
+def test_bench_refuses_counts_below_one(
+    args: list[str], error: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 31: --n 0 and --steps 0 were replaced by the defaults, --n -5 ended in a traceback.
+    from smartarray.bench import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    captured = capsys.readouterr()
+    last = captured.err.rstrip().splitlines()[-1]
+    assert last.startswith(f"python -m smartarray.bench: error: {error}"), captured.err
+    assert "Traceback" not in captured.err and not captured.out
+    assert not (tmp_path / "out").exists()
+
+
+def test_bench_help_names_the_command_it_was_started_as(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from smartarray.bench import main
+
+    for argv0, prog in (
+        ("/venv/bin/smartarray-bench", "smartarray-bench"),
+        ("/src/smartarray/bench/__main__.py", "python -m smartarray.bench"),
+    ):
+        monkeypatch.setattr("sys.argv", [argv0, "--help"])
+        with pytest.raises(SystemExit) as exit_:
+            main()
+        assert exit_.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: {prog} [-h]")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-m", "smartarray", "--no-demo"], ["-m", "smartarray.bench", "--host", "--out", "{tmp}"]],
+    ids=["smartarray", "smartarray.bench"],
+)
+def test_a_closed_pipe_ends_the_command_quietly(args: list[str], tmp_path: Path) -> None:
+    # issue 31: `python -m smartarray --demo-only | head` ended in a BrokenPipeError traceback.
+    import os
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    args = [arg.format(tmp=tmp_path) for arg in args]
+    proc = subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader goes away before the command writes anything (| head)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert not list(tmp_path.iterdir())  # stopped at its first line: nothing measured
 
 
 def test_host_table_judges_a_full_measurement() -> None:
@@ -158,6 +259,32 @@ def test_bench_dask_without_dask_says_what_to_install(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "the dask benchmark needs dask: pip install -e '.[dask]'" in proc.stdout
     assert not list(tmp_path.iterdir())
+
+
+def test_dask_table_says_what_its_chunk_counts_mean() -> None:
+    # issue 31: "chunks per worker: 4 + 8" was printed with no meaning on screen.
+    from smartarray.bench import dask as bench_dask
+
+    row = {
+        "worker_processes": 2,
+        "chunks_as": "views",
+        "chunks": 8,
+        "chunks_per_worker": [4, 8],
+        "h2d_count": 2,
+        "d2h_count": 8,
+        "h2d_bytes": 32768,
+        "d2h_bytes": 16384,
+        "minimum_bytes": 32768,
+        "sent_bytes": 41032,
+        "seconds": 3.07,
+    }
+    text = bench_dask.table([row])
+    header, _, line, *rest = text.splitlines()
+    legend = " ".join(rest)
+    assert max(len(part) for part in rest) <= 100
+    assert "| result chunks held |" in header and "| 4 + 8 " in line
+    assert legend.startswith("result chunks held: at the end of the run, how many of the 8 ")
+    assert "replicas included" in legend and "one number per worker" in legend
 
 
 def test_throughput_report_checks_the_target_per_smartarray_row() -> None:

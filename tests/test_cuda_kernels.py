@@ -62,7 +62,6 @@ def njit_double(a):
     a *= 2
 
 
-
 @pytest.mark.parametrize("length", [2, 5, 10])
 def test_chain_costs_one_upload_and_one_download(length: int) -> None:
     x = sa.SmartArray(np.arange(N, dtype=np.float64))
@@ -452,7 +451,7 @@ def test_out_of_device_memory_is_clear_and_loses_nothing(monkeypatch: pytest.Mon
         raise RuntimeError("CUDA_ERROR_OUT_OF_MEMORY (simulated)")
 
     monkeypatch.setattr(_backend.cuda(), "device_array", no_memory)
-    with pytest.raises(MemoryError, match="free_device"):
+    with pytest.raises(MemoryError, match=r"(?i)release device memory held outside SmartArrays"):
         inc[1, THREADS](a)
     with pytest.raises(MemoryError, match="out of device memory"):
         sa.zeros(N, where="gpu")
@@ -492,3 +491,112 @@ def test_threads_launching_kernels_on_shared_and_own_arrays() -> None:
 
     run_in_threads(worker, 4)
     assert shared.location == "both"  # only read: uploaded once, still valid on the host
+
+
+def test_to_device_returns_the_current_device_copy() -> None:
+    # issue 31: a.to_device() raised "bare_kernel_argument() missing 1 required positional
+    # argument: 'retr'" (numba-cuda's kernel-argument protocol takes the launch's list).
+    a = sa.SmartArray(np.arange(N, dtype=np.float64), label="a")
+    with sa.track_transfers() as t:
+        d = a.to_device()
+    assert counts(t) == (1, 0) and a.location == "both"
+    np.testing.assert_array_equal(d.copy_to_host(), np.arange(N))
+    fill[1, THREADS](d, 7.0)  # it is a's own device copy (not a new copy, unlike cuda.to_device)
+    a.mark_changed("gpu")
+    np.testing.assert_array_equal(a, np.full(N, 7.0))
+    stream = cuda.stream()
+    b = sa.SmartArray(np.arange(3.0))
+    np.testing.assert_array_equal(b.to_device(stream=stream).copy_to_host(), [0.0, 1.0, 2.0])
+    with sa.track_transfers() as t:  # and launches still prepare bare arguments through it
+        fill[1, THREADS](a, 2.0)
+    assert counts(t) == (0, 0) and a.location == "gpu"
+
+
+@pytest.mark.parametrize("fits", [True, False], ids=["fits-the-device", "larger-than-the-device"])
+def test_out_of_device_memory_says_what_was_requested_held_and_free(
+    monkeypatch: pytest.MonkeyPatch, empty_budget: None, fits: bool
+) -> None:
+    # issue 31: inc[1, 32](sa.zeros(10**13)) blamed an unset limit ("Raise the limit") and said
+    # SmartArrays held the 80 TB it had just requested, while device_memory_usage() was 0.
+    from smartarray._core import backend as _backend
+
+    held = sa.SmartArray(np.arange(N, dtype=np.float64), label="held")
+    device = held.get("gpu")  # handed out (the caller may write it): cannot be evicted
+    a = sa.SmartArray(np.zeros(1024), label="big")
+    total = 1 << 20 if fits else 4096  # bytes the (stand-in) device has
+    monkeypatch.setattr(_backend, "device_memory_info", lambda: (total // 2, total))
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("CUDA_ERROR_OUT_OF_MEMORY (simulated)")
+
+    monkeypatch.setattr(_backend.cuda(), "device_array", no_memory)
+    usage = sa.device_memory_usage()
+    assert usage >= held.nbytes
+    with pytest.raises(MemoryError) as error:
+        inc[1, THREADS](a)
+    message = str(error.value)
+    assert "out of device memory allocating 8192 bytes for big" in message
+    assert f"the device has {total // 2} of its {total} bytes free" in message
+    assert f"SmartArrays hold {usage} bytes of device memory" in message  # not the request
+    assert "handed out by get('gpu') and not yet declared (mark_changed): held" in message
+    assert "no smartarray device memory limit is set" in message
+    assert "raise the limit" not in message.lower()  # there is none to raise
+    if fits:
+        assert "release device memory held outside SmartArrays" in message
+        assert "Free device copies you no longer need (SmartArray.free_device)" in message
+    else:
+        assert f"larger than the whole device ({total} bytes)" in message
+        assert "free_device" not in message and "release device memory" not in message
+    assert sa.device_memory_usage() == usage and a.location == "host"  # nothing changed
+    sa.set_device_memory_limit(usage + 4096)  # the budget refuses, before the device
+    with pytest.raises(MemoryError) as error:
+        inc[1, THREADS](a)
+    message = str(error.value)
+    assert "cannot allocate 8192 bytes of device memory for big: the device has" in message
+    assert f"the smartarray device memory limit is {usage + 4096} bytes" in message
+    if fits:
+        assert f"larger than the limit: raise the limit to at least {usage + 8192}" in message
+    sa.set_device_memory_limit(usage + (1 << 16))  # a limit the device cannot honour
+    with pytest.raises(MemoryError) as error:
+        inc[1, THREADS](a)
+    message = str(error.value)
+    assert f"the smartarray device memory limit is {usage + (1 << 16)} bytes" in message
+    if fits:
+        assert "set the limit below what the device has free" in message
+    assert sa.device_memory_usage() == usage and a.location == "host"
+    held.mark_changed("gpu")
+    del device
+
+
+def test_mapped_memory_is_never_copied_by_kernels_or_njit_calls() -> None:
+    # docs/numba.md (issue 31): mapped host memory is one buffer for both sides.
+    @njit
+    def double(x):  # type: ignore[no-untyped-def]
+        x[:] *= 2.0
+
+    a = sa.SmartArray(np.arange(N, dtype=np.float64), host_memory="mapped")
+    with sa.track_transfers() as t:
+        inc[1, THREADS](a)
+        assert a.location == "both"
+        double(a)
+        assert a.location == "both"
+        fill[1, THREADS](sa.Out(a), 3.0)
+        axpy[1, THREADS](a, 2.0, sa.In(a))
+        np.testing.assert_array_equal(np.asarray(a), np.full(N, 9.0))
+    assert t.count == 0 and a.location == "both"
+
+
+def test_the_simulator_does_not_check_explicit_kernel_signatures() -> None:
+    # docs/testing.md, "What the simulator cannot tell you" (issue 31): a difference from a GPU.
+    if sa.tier() != "simulator":
+        pytest.skip("the simulator's behaviour (numba-cuda checks signatures on a GPU)")
+
+    @cuda.jit("void(int32[:], int32)")
+    def put(x, value):  # type: ignore[no-untyped-def]
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = value
+
+    a = sa.SmartArray(np.zeros(N))  # float64, not int32
+    put[1, THREADS](a, 2.5)
+    np.testing.assert_array_equal(np.asarray(a), np.full(N, 2.5))  # ran on the float64 data

@@ -49,6 +49,22 @@ def affine_block(block: sa.SmartArray) -> sa.SmartArray:
     return out
 
 
+SEEN_BLOCKS: list[tuple[str, bool]] = []  # (location, writeable) of blocks read bare
+
+
+def bare_affine_block(block: sa.SmartArray) -> sa.SmartArray:
+    """affine_block with its input passed as it is (no In): the kernel never writes it."""
+    out = sa.empty_like(block, where="gpu")
+    affine[max(1, (block.size + 31) // 32), 32](block, sa.Out(out))
+    SEEN_BLOCKS.append((block.location, bool(block.flags.writeable)))
+    return out
+
+
+def read_only_block(block: sa.SmartArray) -> sa.SmartArray:
+    """A read-only view of the chunk."""
+    return np.broadcast_to(block, block.shape)  # type: ignore[return-value]
+
+
 def to_device_block(block: sa.SmartArray) -> sa.SmartArray:
     """A device-current copy of the chunk (one upload)."""
     return sa.SmartArray(block, where="gpu")
@@ -461,6 +477,23 @@ def test_kernel_chain_with_persist_moves_input_up_once_and_result_down_once() ->
 
 
 @pytest.mark.device
+@pytest.mark.parametrize("writeable", [True, False], ids=["writable", "read-only"])
+def test_a_block_read_bare_by_a_kernel_stays_valid_on_both_sides(writeable: bool) -> None:
+    # docs/dask.md (issue 31): the advice said an argument passed as is counts as written.
+    a = sa.SmartArray(np.arange(64.0))
+    SEEN_BLOCKS.clear()
+    with dask.config.set(scheduler="synchronous"), sa.track_transfers() as moved:
+        x = da.from_array(a, chunks=16)
+        if not writeable:  # read-only chunks (a broadcast view of each)
+            x = x.map_blocks(read_only_block, meta=sa.empty(0))
+        result = x.map_blocks(bare_affine_block, meta=sa.empty(0)).compute()
+    # Inferred In: each block was uploaded and its host copy stayed valid (no download).
+    assert [(loc, w) for loc, w in SEEN_BLOCKS] == [("both", writeable)] * 4
+    assert (moved.h2d_count, moved.h2d_bytes) == (4, a.nbytes)
+    np.testing.assert_array_equal(np.asarray(result), np.arange(64.0) * 2 + 1)
+
+
+@pytest.mark.device
 def test_benchmark_pipeline_on_an_in_process_worker() -> None:
     from distributed import Client, LocalCluster
 
@@ -490,6 +523,7 @@ def test_benchmark_pipeline_on_an_in_process_worker() -> None:
             {
                 "worker_processes": 1,
                 "chunks_as": "views",
+                "chunks": 4,
                 "chunks_per_worker": [4],
                 "seconds": run["seconds"],
                 "minimum_bytes": 2 * data.nbytes,

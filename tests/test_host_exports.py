@@ -320,12 +320,32 @@ def test_refused_refreshes_of_one_launch_are_named_together() -> None:
     y = sa.SmartArray(np.zeros(N), label="second")
     kept = np.asarray(x), np.asarray(y)
     add_both[1, N](x, y)
-    with sa.no_transfers(), pytest.raises(sa.TransferError, match=r"first, second were written"):
+    with sa.no_transfers(), pytest.raises(sa.TransferError) as error:
         add_both[1, N](x, y)
+    assert str(error.value).startswith(
+        "first, second were written on the device while host views of them handed out by "
+        "np.asarray() are alive: keeping those views current needs a device-to-host copy"
+    )
     assert x.location == y.location == "gpu"  # both hold the results on the device
     np.testing.assert_array_equal(np.asarray(x), np.full(N, 2.0))
     np.testing.assert_array_equal(np.asarray(y), np.full(N, 20.0))
     np.testing.assert_array_equal(kept[1], np.full(N, 20.0))
+
+
+@device
+def test_a_refused_refresh_of_an_array_passed_twice_names_it_once() -> None:
+    # issue 31: k(x, x) inside no_transfers() said "x, x were written ... views of them".
+    x = sa.SmartArray(np.zeros(N), label="twice")
+    h = np.asarray(x)
+    add_both[1, N](x, x)
+    with sa.no_transfers(), pytest.raises(sa.TransferError) as error:
+        add_both[1, N](x, x)
+    message = str(error.value)
+    assert message.startswith("twice was written on the device while a host view of it ")
+    assert message.count("twice") == 1 and "is alive" in message
+    assert x.location == "gpu"
+    np.testing.assert_array_equal(np.asarray(x), np.full(N, 22.0))  # two launches of +11
+    del h
 
 
 @device

@@ -93,7 +93,7 @@ def test_launch_without_cuda_prints_one_clean_traceback(late: bool) -> None:
     assert err.count("Traceback") == 1, err
     assert "During handling" not in err and "direct cause" not in err, err
     last = err.rstrip().splitlines()[-1]
-    assert last.startswith("smartarray._core.errors.DeviceUnavailableError: cannot launch CUDA")
+    assert last.startswith("smartarray.DeviceUnavailableError: cannot launch CUDA")  # issue 31
     assert "'scale'" in last and "NUMBA_ENABLE_CUDASIM=1 python script.py" in last
     assert ("but too late" in last) is late
     assert len(err.splitlines()) < 20, err
@@ -118,3 +118,78 @@ def test_launches_still_work_with_a_device() -> None:
     a = sa.asarray(np.arange(4.0))
     inc[1, 4](a)
     np.testing.assert_array_equal(np.asarray(a), np.arange(4.0) + 1)
+
+
+@pytest.mark.hostonly
+def test_to_device_without_cuda_raises_device_unavailable() -> None:
+    # issue 31: SmartArray.to_device() is public (see test_cuda_kernels.py for what it does)
+    a = sa.SmartArray(np.arange(4.0))
+    with pytest.raises(sa.DeviceUnavailableError, match="NUMBA_ENABLE_CUDASIM=1"):
+        a.to_device()
+    assert a.location == "host" and np.array_equal(a, np.arange(4.0))
+
+
+# issue 31: a CUDA ufunc called with SmartArrays without CUDA gave a 21-line traceback through
+# smartarray's internals; it now gives the kernels' one-line DeviceUnavailableError.
+_UFUNC = """
+    import numpy as np
+    from numba import vectorize
+    import smartarray as sa
+
+    @vectorize(target="cuda")  # no signatures: compiled at the first call
+    def twice(x):
+        return 2 * x
+
+    twice(sa.SmartArray(np.arange(4.0)))
+"""
+
+
+@pytest.mark.hostonly
+def test_cuda_ufunc_without_cuda_prints_one_clean_traceback() -> None:
+    proc = run_python(["-W", "ignore", "-c", textwrap.dedent(_UFUNC)], simulator=False, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = proc.stderr
+    assert err.count("Traceback") == 1 and "During handling" not in err, err
+    last = err.rstrip().splitlines()[-1]
+    assert last.startswith("smartarray.DeviceUnavailableError: cannot call CUDA ufunc 'twice'")
+    assert "NUMBA_ENABLE_CUDASIM=1 python script.py" in last
+    assert len(err.splitlines()) < 15, err
+
+
+@pytest.mark.hostonly
+def test_cuda_ufunc_calls_without_cuda_change_nothing() -> None:
+    from numba import vectorize
+
+    @vectorize(target="cuda")
+    def twice(x):  # type: ignore[no-untyped-def]
+        return 2 * x
+
+    a, out = sa.SmartArray(np.arange(4.0)), sa.zeros(4)
+    calls = (
+        lambda: twice(a),
+        lambda: twice(a, out=out),
+        lambda: twice(np.arange(4.0), out=sa.Out(out)),
+        lambda: twice.reduce(a),
+        lambda: sa.cuda_ufunc(twice)(a),
+    )
+    for call in calls:
+        with sa.track_transfers() as stats, pytest.raises(sa.DeviceUnavailableError) as error:
+            call()
+        assert str(error.value).startswith("cannot call CUDA ufunc 'twice': this process has no")
+        assert "NUMBA_ENABLE_CUDASIM=1" in str(error.value) and stats.count == 0
+    assert a.location == "host" and np.array_equal(a, np.arange(4.0))
+    assert np.array_equal(out, np.zeros(4))
+
+
+@pytest.mark.hostonly
+def test_cuda_ufunc_with_signatures_fails_at_decoration_as_documented() -> None:
+    # Documented (docs/getting-started.md): eager signatures compile at decoration, before
+    # any SmartArray is involved, so smartarray cannot tell that error from numba-cuda's.
+    from numba import vectorize
+    from numba.cuda.cudadrv.error import CudaSupportError
+
+    with pytest.raises(CudaSupportError):
+
+        @vectorize(["float64(float64)"], target="cuda")
+        def twice(x):  # type: ignore[no-untyped-def]  # pragma: no cover - never compiled
+            return 2 * x

@@ -414,9 +414,7 @@ def _own_pool_allowed() -> bool:
     from numba.cuda.cudadrv import driver
 
     manager = type(cuda().current_context().memory_manager)
-    return (
-        manager is driver.NumbaCUDAMemoryManager or manager.__module__ == "smartarray.numba_pool"
-    )
+    return manager is driver.NumbaCUDAMemoryManager or manager.__module__ == "smartarray.numba_pool"
 
 
 def trim_device_pool() -> bool:
@@ -496,6 +494,19 @@ def device_pool_info() -> dict[str, Any]:
         info["given_up"] = given_up[-1][1]
         info["reserved_bytes"] = sum(p.reserved_bytes() or 0 for p, _ in given_up)
     return info
+
+
+def device_memory_info() -> tuple[int, int] | None:
+    """The current device's ``(free, total)`` bytes, or None where they are not known (no
+    GPU, the simulator, which reports infinite memory, or any error asking). For error
+    messages."""
+    if tier() != "gpu":
+        return None
+    try:
+        free, total = cuda().current_context().get_memory_info()
+        return int(free), int(total)
+    except Exception:  # (a message must not fail because the driver could not answer)
+        return None
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

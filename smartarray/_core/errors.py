@@ -14,15 +14,21 @@ _HOST_MEMORY_KINDS = ("pinned", "pageable", "mapped")
 class DeviceUnavailableError(RuntimeError):
     """A device copy was requested but neither a CUDA GPU nor the CUDA simulator is available."""
 
+    __module__ = "smartarray"  # its public name (tracebacks, reprs, pickles)
+
 
 class TransferError(RuntimeError):
     """A host<->device copy happened inside a :func:`smartarray.no_transfers` block."""
+
+    __module__ = "smartarray"
 
 
 class SmartArrayKeptError(TypeError):
     """An ``@njit`` function may keep a SmartArray argument in a typed container (typed
     ``List``/``Dict``, jitclass) that outlives the call, where compiled code could later
     read and write its host memory without smartarray knowing."""
+
+    __module__ = "smartarray"
 
 
 def normalize_where(where: object) -> Where:

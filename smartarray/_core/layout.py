@@ -103,6 +103,54 @@ def _normalize_shape(shape: Any) -> tuple[int, ...]:
     return dims
 
 
+_INTP_MAX = int(np.iinfo(np.intp).max)
+_MAX_DIMS = 64  # numpy 2's limit on the number of axes (NPY_MAXDIMS)
+TOO_BIG = (
+    "array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum possible size."
+)
+
+
+def _check_new_size(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """The bytes of a new array of ``shape`` and ``dtype``, refused as numpy refuses it.
+
+    numpy checks this when it allocates; SmartArray buffers are made where they are first
+    used, so the creation functions call this first: an array no machine could hold is
+    refused when it is made, not at its first use. Nothing is allocated.
+
+    Raises
+    ------
+    ValueError
+        numpy's errors, with the shape and the sizes: more than 64 axes; a dimension larger
+        than the largest ``intp``; or ``size * itemsize`` beyond it (the product of the
+        nonzero dimensions, as numpy computes it, so ``(0, 2**62, 2**62)`` is refused too).
+    """
+    if len(shape) > _MAX_DIMS:
+        raise ValueError(
+            f"maximum supported dimension for an ndarray is currently {_MAX_DIMS}, "
+            f"found {len(shape)} in shape {shape}; nothing was allocated"
+        )
+    nbytes = dtype.itemsize
+    for dim in shape:
+        if dim > _INTP_MAX:
+            raise ValueError(
+                f"Maximum allowed dimension exceeded: {dim} in shape {shape} (the largest is "
+                f"{_INTP_MAX}); nothing was allocated"
+            )
+        if dim:  # (numpy skips empty axes when it checks the product)
+            nbytes *= dim
+    if nbytes > _INTP_MAX:
+        need = (
+            f"its nonzero dimensions times the item size make {nbytes} bytes"
+            if 0 in shape
+            else f"would need {nbytes} bytes"
+        )
+        raise ValueError(
+            f"{TOO_BIG} Shape {shape} of {dtype}: {need}, more than {_INTP_MAX}; nothing was "
+            "allocated (use a smaller shape or a smaller dtype)"
+        )
+    return 0 if 0 in shape else nbytes
+
+
 def _check_order(order: str | None, flags: Any) -> None:
     """``copy=False`` with ``order='C'``/``'F'`` needs data that already has that layout."""
     if (order == "C" and not flags.c_contiguous) or (order == "F" and not flags.f_contiguous):

@@ -590,21 +590,56 @@ def _no_room(
         parts.append(
             f"handed out by get('gpu') and not yet declared (mark_changed): {_describe(handed_out)}"
         )
+    if out_of_memory is not None:
+        used -= nbytes  # (the request was reserved before the device refused it)
     held_text = f"SmartArrays hold {used} bytes of device memory ({'; '.join(parts)})"
+    device = _backend.device_memory_info()
+    device_text = (
+        "" if device is None else f"the device has {device[0]} of its {device[1]} bytes free; "
+    )
+    limit_text = (
+        "no smartarray device memory limit is set"
+        if limit is None
+        else f"the smartarray device memory limit is {limit} bytes"
+    )
+    # Advice: only what can help here.
+    steps = []
+    if device is not None and nbytes > device[1]:
+        steps.append(
+            f"the request is larger than the whole device ({device[1]} bytes), so no limit, "
+            "eviction or freeing can make room: use a smaller array, or work on it in chunks "
+            "(slices of it in turn, or dask)"
+        )
+    elif out_of_memory is None and limit is not None and nbytes > limit:
+        steps.append(
+            "the request alone is larger than the limit: raise the limit to at least "
+            f"{nbytes + used - sum(a.nbytes for a in evictable)} bytes "
+            "(smartarray.set_device_memory_limit), or use a smaller array"
+        )
+    else:
+        if out_of_memory is None:
+            steps.append("raise the limit (smartarray.set_device_memory_limit)")
+        if used:
+            steps.append("free device copies you no longer need (SmartArray.free_device)")
+        if out_of_memory is not None:
+            steps.append(
+                "release device memory held outside SmartArrays (numba device arrays, other "
+                "libraries; smartarray.release_device_pool() for what the pool keeps)"
+            )
+        if in_use:
+            steps.append("pass fewer or smaller arrays to one launch")
+        if out_of_memory is not None and limit is not None:
+            steps.append(
+                "set the limit below what the device has free, so that smartarray evicts "
+                "before the device runs out"
+            )
+    advice = steps[0] if len(steps) == 1 else ", ".join(steps[:-1]) + ", or " + steps[-1]
     if out_of_memory is not None:
         cause = out_of_memory.__cause__ or out_of_memory  # the driver's or manager's error
         what = f"out of device memory allocating {nbytes} bytes for {label} ({cause})"
-        limit_text = (
-            "no smartarray device memory limit is set"
-            if limit is None
-            else f"the smartarray device memory limit is {limit} bytes"
-        )
     else:
         what = f"cannot allocate {nbytes} bytes of device memory for {label}"
-        limit_text = f"the smartarray device memory limit is {limit} bytes"
     return MemoryError(
-        f"{what}: {limit_text}, and {held_text}. Raise the limit "
-        "(smartarray.set_device_memory_limit), free device copies you no longer need "
-        "(SmartArray.free_device), or pass fewer or smaller arrays to one launch. No data was "
-        "lost."
+        f"{what}: {device_text}{held_text}; {limit_text}. "
+        f"{advice[0].upper()}{advice[1:]}. No data was lost."
     )

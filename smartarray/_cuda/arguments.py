@@ -202,8 +202,11 @@ def install_argument_hint_hooks() -> None:
             cls.to_device = hook(original)  # type: ignore[method-assign]
 
 
-def bare_kernel_argument(array: SmartArray, retr: list, stream: Any = 0) -> Any:
+def bare_kernel_argument(array: SmartArray, retr: list | None = None, stream: Any = 0) -> Any:
     """Kernel-argument hook called by numba.cuda at launch (``SmartArray.to_device``).
+
+    Called by the user (``a.to_device()``, no ``retr``), it returns ``a.get('gpu', stream)``:
+    see :meth:`SmartArray.to_device`.
 
     The intent is inferred from the kernel's code: ``In`` when no argument of the launch may
     write this array's memory, else ``InOut`` (see :mod:`smartarray._cuda.launch`); then the
@@ -220,6 +223,8 @@ def bare_kernel_argument(array: SmartArray, retr: list, stream: Any = 0) -> Any:
     ``Allocation.launch_value``, which returns the launch value cached with the device view,
     pinned. Anything else goes to :func:`kernel_argument`.
     """
+    if retr is None:  # a.to_device() by the user, not numba-cuda preparing a launch
+        return array.get("gpu", stream=stream)
     alloc = array._alloc
     readonly = getattr(_local, "readonly", None)
     if readonly is not None and alloc in readonly:

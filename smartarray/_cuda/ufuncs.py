@@ -27,6 +27,7 @@ from .._array import SmartArray
 from .._core import backend as _backend
 from .._core import host_exports as _host_exports
 from .._core import memory as _memory
+from .._core.errors import DeviceUnavailableError
 from .._intents import In, Out, _Intent
 from .._numpy.creation import empty
 
@@ -348,7 +349,18 @@ class SmartUFunc:
         self.__name__ = getattr(ufunc, "__name__", type(ufunc).__name__)
         self.__doc__ = getattr(ufunc, "__doc__", None)
 
+    def _require_device(self) -> None:
+        """Without CUDA (the host-only tier), one :class:`~smartarray.DeviceUnavailableError`
+        naming this ufunc and the fix, as a kernel launch gives, before anything is touched
+        (numba-cuda's own error would come from deep inside, after smartarray's)."""
+        if _backend.tier() == "host-only":
+            raise DeviceUnavailableError(
+                f"cannot call CUDA ufunc {self.__name__!r}: this process has no CUDA device. "
+                + _backend.device_fix()
+            )
+
     def __call__(self, *args: Any, out: Any = None, stream: Any = 0, **kwargs: Any) -> Any:
+        self._require_device()
         nin = len(args) if self.nin is None else self.nin
         inputs, positional_outputs = args[:nin], args[nin:]
         if positional_outputs and out is not None:
@@ -454,6 +466,7 @@ class SmartUFunc:
         upload if it is stale) and stays valid, as does its host copy. The result is a host
         scalar, as with numba-cuda's own ``reduce``.
         """
+        self._require_device()
         if isinstance(array, Out):
             raise TypeError("smartarray.Out() marks an output; reduce only reads its argument")
         value = _bare(array)

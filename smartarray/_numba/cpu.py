@@ -328,7 +328,41 @@ def _teach_plain_array() -> None:
     types.Array.can_convert_to = can_convert_to  # type: ignore[method-assign, assignment]
 
 
+def _quiet_no_op_container_casts() -> None:
+    """No ``NumbaTypeSafetyWarning`` for a SmartArray stored in a typed ``List``/``Dict`` of
+    plain arrays of its dtype and dimensions (once; idempotent).
+
+    Numba's typed containers cast each item to their item type and warn "unsafe cast ...
+    Precision may be lost" for any conversion it does not rank safe; a SmartArray to a plain
+    array ranks ``unsafe`` (see :meth:`SmartArrayType.can_convert_to`) but is a no-op, the
+    same data model, and nothing is lost. Where the container outlives the call, the
+    unboxing refuses the function with :class:`~smartarray.SmartArrayKeptError` anyway:
+    without this, the misleading warning printed first. ``_sentry_safe_cast`` is looked up
+    as a module global by the containers' casts, so wrapping it covers them all.
+    """
+    from numba.typed import typedobjectutils
+
+    original = typedobjectutils._sentry_safe_cast
+    if getattr(original, "_smartarray_wrapped", False):
+        return
+
+    def _sentry_safe_cast(fromty: Any, toty: Any) -> Any:
+        source, target = types.unliteral(fromty), types.unliteral(toty)
+        if (
+            isinstance(source, SmartArrayType)
+            and type(target) is types.Array
+            and (source.dtype, source.ndim) == (target.dtype, target.ndim)
+        ):
+            return None  # the no-op cast: nothing to warn about
+        return original(fromty, toty)
+
+    _sentry_safe_cast._smartarray_wrapped = True  # type: ignore[attr-defined]
+    _sentry_safe_cast.__doc__ = original.__doc__
+    typedobjectutils._sentry_safe_cast = _sentry_safe_cast
+
+
 _teach_plain_array()
+_quiet_no_op_container_casts()
 install_dispatcher_hooks()  # explicit signatures: SmartArray twins (see _numba.signatures)
 
 

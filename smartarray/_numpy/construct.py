@@ -22,7 +22,13 @@ from .._core import host_buffers as _host_buffers
 from .._core import host_exports as _host_exports
 from .._core.coherence import UNDEFINED, Allocation, State
 from .._core.errors import HostMemory, Where, normalize_host_memory, normalize_where
-from .._core.layout import _check_order, _contiguity, _contiguous_strides, _normalize_shape
+from .._core.layout import (
+    _check_new_size,
+    _check_order,
+    _contiguity,
+    _contiguous_strides,
+    _normalize_shape,
+)
 
 
 def construct(
@@ -49,6 +55,10 @@ def construct(
             raise ValueError("only 'C' or 'F' order is permitted for a new array")
         shape_ = _normalize_shape(shape)
         dtype_ = np.dtype(np.float64 if dtype is None else dtype)
+        # numpy's checks at creation, although buffers are made where first used (issue 31)
+        nbytes = _check_new_size(shape_, dtype_)
+        if where_ == "host" or memory == "mapped":
+            _host_buffers.check_host_fits(nbytes, shape_, dtype_)
         alloc = new_allocation(
             shape_,
             dtype_,

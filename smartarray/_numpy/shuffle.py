@@ -45,8 +45,12 @@ How this module makes the swap correct, without changing ordinary indexing:
    any other frame or instruction of the same thread (the shuffle stopped with an exception)
    ends it too and is served as usual, a view. Reads from other threads are served as usual
    and leave the mode alone.
-3. **What takes no mode.** 1-d numeric arrays (numpy's swap of scalars is right) and read-only
-   arrays: numpy's first ``x[i] = ...`` raises the read-only error before anything is written.
+3. **What takes no mode.** 1-d numeric arrays (numpy's swap of scalars is right). Read-only
+   arrays are refused when the warning is matched, before numpy reads or writes anything, with
+   numpy's ``ValueError: array is read-only`` (raised from ``match``, it propagates out of
+   numpy's ``shuffle``): numpy's first ``x[i] = ...`` would refuse an array of two items or
+   more, but one of 0 or 1 items is never written, and numpy refuses a read-only ndarray of
+   any length.
 
 The cost when no shuffle runs: ``len()`` checks the front filter and stores a reference in a
 thread-local slot; integer reads of n-d arrays (never on the element fast path) test one
@@ -121,6 +125,12 @@ class _ShuffleWarningMatcher:
         if not text.startswith(f"{_TEXT_PREFIX}{cls.__name__}{_TEXT_SUFFIX}"):
             return False
         if not isinstance(array, type):
+            if not array._writeable:  # (numpy refuses a read-only ndarray of any length)
+                raise ValueError(
+                    f"array is read-only: {array._alloc.label} cannot be shuffled in place "
+                    "(nothing was changed); shuffle a writable copy, a.copy(), or use "
+                    "rng.permutation(a), which returns a shuffled copy"
+                )
             _start(array, _caller_frame())
         return True
 
@@ -193,8 +203,8 @@ def note_length(array: SmartArray) -> None:
     if not filters or filters[0] is not SHUFFLE_FILTER:
         _arm()
     # Only writable arrays whose items are views (n-d, or 1-d structured) need the mode:
-    # numpy's swap of scalars is right, and a read-only array refuses the first write.
-    if array._writeable and (len(array._shape) > 1 or array._dtype.kind == "V"):
+    # numpy's swap of scalars is right. A read-only array is refused by the matcher.
+    if not array._writeable or len(array._shape) > 1 or array._dtype.kind == "V":
         last_length.entry = _weak_reference(array)
     else:
         last_length.entry = type(array)

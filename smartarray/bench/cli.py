@@ -72,6 +72,7 @@ from .common import (
     _median_seconds,
     add,
     blocks,
+    exit_quietly_on_broken_pipe,
     format_table,
     initial_condition,
     smooth,
@@ -655,8 +656,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         + (f", {meta['gpu']}" if "gpu" in meta else "")
     )
 
-    n = args.n or (1024 if tier == "simulator" else 1 << 20)
-    steps = args.steps or (4 if args.quick else 20)
+    n = args.n if args.n is not None else (1024 if tier == "simulator" else 1 << 20)
+    steps = args.steps if args.steps is not None else (4 if args.quick else 20)
     calls = 2 if args.quick else 5
     print(f"\nTransfers: kernel chain, n={n} float64, {steps} launches")
     chain = chain_transfers(n, steps)
@@ -784,24 +785,72 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def host_speed(quick: bool) -> list[dict[str, Any]]:
-    """Measure and print the host-speed table (:mod:`smartarray.bench.host`)."""
+    """Measure and print the host-speed table (:mod:`smartarray.bench.host`), each row as
+    soon as it is measured."""
     from . import host as bench_host
 
+    estimates = 3 if quick else 5
+    print(
+        "\nHost speed: SmartArray ÷ ndarray, same process. Each row is the median of "
+        f"{estimates} estimates\n(an estimate: the best time of each variant over interleaved "
+        "rounds): that estimate's two times\nand its ratio, then the range of all the ratios.",
+        flush=True,
+    )
+    print(bench_host.format_header(), flush=True)
+
+    def show(row: dict[str, Any]) -> None:
+        print(bench_host.format_row(row), flush=True)
+
     if quick:  # a few short rounds: too noisy to judge against the targets
-        rows = bench_host.measure_host_overhead(estimates=3, rounds=1, seconds=0.005, judge=False)
+        rows = bench_host.measure_host_overhead(
+            estimates=estimates, rounds=1, seconds=0.005, judge=False, on_row=show
+        )
     else:
-        rows = bench_host.measure_host_overhead()
-    print("\nHost speed: SmartArray ÷ ndarray, same process, median of estimates")
-    print(bench_host.format_table(rows))
+        rows = bench_host.measure_host_overhead(estimates=estimates, on_row=show)
     if quick:
         print(QUICK_HOST_NOTE)
     return rows
 
 
+def positive_int(text: str) -> int:
+    """An argparse ``type`` for counts: a whole number of at least 1.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        For anything else, naming the value (argparse prints it as a one-line error).
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 1, got {value} (leave the option out for the default)"
+        )
+    return value
+
+
+def program_name() -> str:
+    """How the user started the benchmarks: ``smartarray-bench`` (the installed script) or
+    ``python -m smartarray.bench``."""
+    started_as = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else ""
+    return "smartarray-bench" if started_as == "smartarray-bench" else "python -m smartarray.bench"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m smartarray.bench``."""
+    """Entry point of ``python -m smartarray.bench`` and ``smartarray-bench``.
+
+    Returns the exit status: 0, 1 when a part cannot run here (``--dask`` without dask), 141
+    when the reader of the output went away (``| head``). Bad options exit with status 2 and
+    a one-line error (argparse).
+    """
+    return exit_quietly_on_broken_pipe(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m smartarray.bench",
+        prog=program_name(),
         description=HELP_DESCRIPTION,
         epilog=HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -814,8 +863,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=Path("bench-results"), help="output folder (bench-results)"
     )
-    parser.add_argument("--n", type=int, default=None, help="elements for the transfer part")
-    parser.add_argument("--steps", type=int, default=None, help="launches in the kernel chain")
+    parser.add_argument(
+        "--n",
+        type=positive_int,
+        default=None,
+        help="elements for the transfer part (default: 1024 in the simulator, 2^20 on a GPU)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=positive_int,
+        default=None,
+        help="launches in the kernel chain (default: 20, 4 with --quick)",
+    )
     parser.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
     parser.add_argument(
         "--host", action="store_true", help="only the host-speed table (SmartArray ÷ ndarray)"

@@ -8,7 +8,9 @@
 from __future__ import annotations
 
 import functools
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -167,3 +169,20 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     ]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
+
+
+def exit_quietly_on_broken_pipe(body: Callable[[], int]) -> int:
+    """Run a command line's ``body`` and return its exit status; if the reader of its output
+    went away (``python -m smartarray | head``), stop quietly with status 141 (128 + SIGPIPE,
+    what a shell reports for a command killed by it) instead of a ``BrokenPipeError``
+    traceback."""
+    try:
+        status = body()
+        sys.stdout.flush()  # inside the try: a late flush can find the pipe closed too
+    except BrokenPipeError:
+        # Python flushes stdout once more at exit: point it at /dev/null so that is silent.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141
+    return status

@@ -7,9 +7,9 @@ chunk that each launch the 3-point smoothing kernel of :mod:`smartarray.bench` (
 device-resident chunk per task), then ``persist``, ``sum`` and a gather of the result. The
 same pipeline runs on a ``LocalCluster`` of one worker process and of two. Per
 configuration it reports the host<->device copies each worker made (its smartarray ledger),
-how the chunks were spread (replicas included), the bytes the workers sent (to each other
-and the client), and the wall time of the
-pipeline (median of ``repeats`` runs after an untimed warm-up run). Each configuration runs
+how many result chunks each worker holds at the end (replicas included), the bytes the
+workers sent (to each other and the client), and the wall time of the pipeline (median of
+``repeats`` runs after an untimed warm-up run). Each configuration runs
 the chunks as ``from_array`` makes them (views of one array) and copied first by a task of
 their own. Wall times are meaningful on a GPU only: the simulator runs every CUDA thread in
 Python.
@@ -18,6 +18,7 @@ Python.
 from __future__ import annotations
 
 import statistics
+import textwrap
 import time
 from typing import Any
 
@@ -159,13 +160,22 @@ def _row(
     }
 
 
+CHUNKS_HELD_LEGEND = (
+    "result chunks held: at the end of the run, how many of the {chunks} result chunks each "
+    "worker process holds, one number per worker ('4 + 8': one worker holds 4, the other "
+    "8); replicas included, so the numbers add up to more than {chunks} when a chunk was "
+    "copied to a second worker (the sum and the gather do that)"
+)
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    """The rows of :func:`measure` as a table."""
-    return format_table(
+    """The rows of :func:`measure` as a table, then the meaning of its "result chunks held"
+    column."""
+    text = format_table(
         [
             "worker processes",
             "chunks",
-            "chunks per worker",
+            "result chunks held",
             "H2D copies",
             "D2H copies",
             "bytes moved",
@@ -188,6 +198,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             for r in rows
         ],
     )
+    chunks = rows[0]["chunks"] if rows else 0
+    return f"{text}\n{textwrap.fill(CHUNKS_HELD_LEGEND.format(chunks=chunks), 100)}"
 
 
 def run(quick: bool) -> dict[str, Any]:

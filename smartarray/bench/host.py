@@ -6,9 +6,11 @@ table, or call :func:`measure_host_overhead` for the numbers.
 Every row times the same statement with ndarrays and with SmartArrays whose host copy is
 current (the steady state of host code: no transfer, no state change), in the same process,
 on the same memory (the ndarrays are the SmartArrays' host buffers).
-One *estimate* is the ratio of the best times of the two variants over a few interleaved
-rounds (so that a burst of load on a shared machine hits both alike); the table gives the
-median of several estimates. The last row compares a trivial ``@njit`` call with a
+One *estimate* is the best time of each variant over a few interleaved rounds (so that a
+burst of load on a shared machine hits both alike) and their ratio. Each row of the table is
+the *median estimate* of several, the one whose ratio is the median: its two times and its
+ratio, so that the columns agree (SmartArray time ÷ ndarray time = ratio), with the range of
+all the estimates' ratios. The last row compares a trivial ``@njit`` call with a
 SmartArray argument against Numba's own floor for a non-ndarray argument (an object typed
 through ``_numba_type_`` whose unboxing does nothing), which is the part of the overhead
 that smartarray itself adds.
@@ -16,8 +18,8 @@ that smartarray itself adds.
 
 from __future__ import annotations
 
-import statistics
 import timeit
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,34 +56,35 @@ def _calls_for(timer: timeit.Timer, seconds: float) -> int:
     return max(1, int(calls * seconds / max(elapsed, 1e-9)))
 
 
-def _ratio_estimates(
+def _estimates(
     baseline: timeit.Timer, candidate: timeit.Timer, estimates: int, rounds: int, seconds: float
-) -> tuple[list[float], float, float]:
-    """``estimates`` ratios candidate ÷ baseline, and the best seconds per call of each."""
+) -> list[tuple[float, float]]:
+    """``estimates`` pairs (baseline, candidate): each variant's best seconds per call over
+    ``rounds`` interleaved rounds."""
     n_base = _calls_for(baseline, seconds)
     n_cand = _calls_for(candidate, seconds)
-    ratios: list[float] = []
-    best_base = best_cand = float("inf")
+    pairs: list[tuple[float, float]] = []
     for _ in range(estimates):
         base = cand = float("inf")
         for _ in range(rounds):  # interleaved: load bursts hit both variants alike
             base = min(base, baseline.timeit(n_base) / n_base)
             cand = min(cand, candidate.timeit(n_cand) / n_cand)
-        ratios.append(cand / base)
-        best_base, best_cand = min(best_base, base), min(best_cand, cand)
-    return ratios, best_base, best_cand
+        pairs.append((base, cand))
+    return pairs
 
 
 def _row(
     label: str,
     target: float,
-    ratios: list[float],
-    base: float,
-    cand: float,
+    pairs: list[tuple[float, float]],
     judge: bool,
     base_name: str = "ndarray",
 ) -> dict[str, Any]:
-    ratio = statistics.median(ratios)
+    """A table row from the estimates: the median estimate's times and ratio, and the range
+    of all the ratios. (For an even number of estimates, the lower of the middle two.)"""
+    ratios = [cand / base for base, cand in pairs]
+    base, cand = sorted(pairs, key=lambda pair: pair[1] / pair[0])[(len(pairs) - 1) // 2]
+    ratio = cand / base
     return {
         "label": label,
         "baseline": base_name,
@@ -90,6 +93,7 @@ def _row(
         "ratio": ratio,
         "ratio_min": min(ratios),
         "ratio_max": max(ratios),
+        "estimates": len(pairs),
         "target": target,
         "met": ratio <= target if judge else None,
     }
@@ -114,13 +118,14 @@ def measure_host_overhead(
     seconds: float = 0.003,
     njit: bool = True,
     judge: bool = True,
+    on_row: Callable[[dict[str, Any]], object] | None = None,
 ) -> list[dict[str, Any]]:
     """Measure every row of the host-speed table.
 
     Parameters
     ----------
     estimates : int
-        Ratio estimates per row; the row reports their median.
+        Estimates per row; the row reports the median one.
     rounds : int
         Interleaved timing rounds per estimate; each variant's best round is used.
     seconds : float
@@ -130,16 +135,26 @@ def measure_host_overhead(
     judge : bool
         Compare each ratio with its target. Pass False for a quick measurement (a few short
         rounds), whose ratios are too noisy to judge: ``met`` is then None.
+    on_row : callable, optional
+        Called with each row as soon as it is measured (the command line prints it then).
 
     Returns
     -------
     list of dict
-        One dict per row: ``label``, ``baseline`` (what the ratio divides by),
-        ``baseline_us`` and ``smartarray_us`` (best microseconds per operation), ``ratio``
-        (median estimate), ``ratio_min``, ``ratio_max``, ``target`` and ``met`` (whether
-        ``ratio <= target``; None when not judged).
+        One dict per row, all from the row's median estimate (the estimate whose ratio is the
+        median, so that ``smartarray_us / baseline_us == ratio``): ``label``, ``baseline``
+        (what the ratio divides by), ``baseline_us`` and ``smartarray_us`` (that estimate's
+        best microseconds per operation of each variant), ``ratio``, ``ratio_min`` and
+        ``ratio_max`` (over all the estimates), ``estimates``, ``target`` and ``met``
+        (whether ``ratio <= target``; None when not judged).
     """
     rows = []
+
+    def add(row: dict[str, Any]) -> None:
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+
     rng = np.random.default_rng(0)
     for case in CASES:
         sx, sy = SmartArray(rng.random(case.size)), SmartArray(rng.random(case.size))
@@ -150,12 +165,12 @@ def measure_host_overhead(
         baseline = timeit.Timer(case.statement, globals={"x": x, "y": y})
         candidate = timeit.Timer(case.statement, globals={"x": sx, "y": sy})
         candidate.timeit(3)  # first use: caches, steady state
-        ratios, base, cand = _ratio_estimates(baseline, candidate, estimates, rounds, seconds)
-        rows.append(_row(case.label, case.target, ratios, base, cand, judge))
+        pairs = _estimates(baseline, candidate, estimates, rounds, seconds)
+        add(_row(case.label, case.target, pairs, judge))
     if njit:
         floor, candidate = _njit_timers()
-        ratios, base, cand = _ratio_estimates(floor, candidate, estimates, rounds, seconds)
-        rows.append(_row(NJIT_LABEL, NJIT_TARGET, ratios, base, cand, judge, "Numba floor"))
+        pairs = _estimates(floor, candidate, estimates, rounds, seconds)
+        add(_row(NJIT_LABEL, NJIT_TARGET, pairs, judge, "Numba floor"))
     return rows
 
 
@@ -167,24 +182,39 @@ def _verdict(met: bool | None) -> str:
     return "not judged" if met is None else "yes" if met else "NO"
 
 
-def format_table(rows: list[dict[str, Any]]) -> str:
-    """The rows of :func:`measure_host_overhead` as a Markdown table."""
-    from .common import format_table as table
+HEADERS = ("operation", "baseline", "SmartArray", "ratio (range)", "target", "met")
+# Fixed widths, so that a row can be printed as soon as it is measured (wider cells widen
+# their own row only: the table stays valid Markdown).
+_WIDTHS = (max(len(c.label) for c in (*CASES, Case(NJIT_LABEL, "", 0, 0))), 27, 11, 21, 8, 10)
 
-    return table(
-        ["operation", "baseline", "SmartArray", "ratio (range)", "target", "met"],
+
+def _line(cells: tuple[str, ...] | list[str]) -> str:
+    return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, _WIDTHS, strict=True)) + " |"
+
+
+def format_header() -> str:
+    """The first two lines of :func:`format_table` (column names and the rule)."""
+    return _line(HEADERS) + "\n|" + "|".join("-" * (w + 2) for w in _WIDTHS) + "|"
+
+
+def format_row(row: dict[str, Any]) -> str:
+    """One line of :func:`format_table`."""
+    return _line(
         [
-            [
-                r["label"],
-                f"{_time(r['baseline_us'])} ({r['baseline']})",
-                _time(r["smartarray_us"]),
-                f"{r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})",
-                f"<= {r['target']:g}x",
-                _verdict(r["met"]),
-            ]
-            for r in rows
-        ],
+            row["label"],
+            f"{_time(row['baseline_us'])} ({row['baseline']})",
+            _time(row["smartarray_us"]),
+            f"{row['ratio']:.2f}x ({row['ratio_min']:.2f}-{row['ratio_max']:.2f})",
+            f"<= {row['target']:g}x",
+            _verdict(row["met"]),
+        ]
     )
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """The rows of :func:`measure_host_overhead` as a Markdown table: each row's median
+    estimate (both times and the ratio), and the range of its estimates' ratios."""
+    return "\n".join([format_header(), *(format_row(row) for row in rows)])
 
 
 if __name__ == "__main__":  # pragma: no cover
