@@ -45,6 +45,7 @@ import gc
 import os
 import pickle
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -582,6 +583,13 @@ class PerByteMachine(RuleBasedStateMachine):
                     self.wrote(np.asarray(pos[idx]))
                 self.step_runs = 10**6
         self.note(f"h{k} ({describe(chain)}) <- {how} {val}  (write through the kept export)")
+        # The per-step check (raw_state) looks for export writes itself, as any smartarray
+        # operation does: to see what the *next* operation makes of an unseen write, it
+        # sometimes runs in the same step.
+        then = pick(data, "export_write_then", ["none", "none", "read", "read", "kernel", "host_write", "move", "element_loop", "mark_changed", "export_write"])
+        if then != "none":
+            self.note("  ... and in the same step:")
+            getattr(self, then)(data)
 
     @precondition(lambda self: bool(self.exports))
     @rule(data=st.data())
@@ -904,3 +912,103 @@ PerByteMachine.TestCase.settings = settings(
 
 def test_per_byte_machine() -> None:
     run_state_machine_as_test(PerByteMachine, settings=PerByteMachine.TestCase.settings)
+
+
+# --- plain regressions: the shrunk failures the machine found, as a few lines each ---------
+
+
+@cuda.jit
+def _add_all(x, v):  # type: ignore[no-untyped-def]
+    if cuda.grid(1) == 0:
+        for i in range(x.shape[0]):
+            x[i] += v
+
+
+@pytest.fixture
+def restore_settings() -> Iterator[None]:
+    limit = sa.device_memory_limit()
+    yield
+    sa.set_device_memory_limit(limit)
+    sa.set_coalesce_bytes(DEFAULT_COALESCE)
+
+
+def test_mark_changed_gpu_on_array_made_with_no_data() -> None:
+    # numpy: np.ones(4) is [1, 1, 1, 1]; declaring the (filled) device side changed keeps it.
+    a = sa.ones(4)
+    a.mark_changed("gpu")
+    assert np.array_equal(np.array(a), np.ones(4))
+
+
+def test_second_gpu_handout_is_not_evicted_while_held(restore_settings: None) -> None:
+    # docs/memory.md: a copy handed out by get('gpu') since its last state change is never
+    # evicted while the device array is held; a request that needs its room gets MemoryError.
+    a = sa.SmartArray(np.zeros(7))
+    d = a.get("gpu")
+    _add_all[1, 1](d, 1.0)
+    a.mark_changed("gpu")
+    d = a.get("gpu")  # held
+    sa.set_device_memory_limit(max(sa.device_memory_usage(), a.nbytes))
+    try:
+        sa.zeros(7, where="gpu")
+    except MemoryError:
+        pass
+    sa.set_device_memory_limit(None)
+    _add_all[1, 1](d, 1.0)
+    a.mark_changed("gpu")
+    assert np.array_equal(np.array(a), np.full(7, 2.0))
+
+
+def test_coalesced_download_keeps_an_unseen_write_through_a_kept_export() -> None:
+    # docs/coherence.md, Coalescing: "a copy never overwrites newer bytes".
+    sa.set_coalesce_bytes(DEFAULT_COALESCE)
+    a = sa.SmartArray(np.zeros(1000))
+    _add_all[1, 1](a, 1.0)  # current only on the device
+    h = np.asarray(a[500:501])  # kept export of one element
+    h[0] = 7.0
+    expected = np.ones(1000)
+    expected[500] = 7.0
+    assert np.array_equal(np.array(a), expected)
+
+
+def test_threads_write_disjoint_parities() -> None:
+    # numpy: a[0::2] and a[1::2] share no element; a kernel adding 1 to one of them in one
+    # thread and a host write of the other in another keep both results (the timing of the
+    # race varies: several delays, with and without to_gpu() after the host write).
+    failures = []
+    for trial in range(40):
+        delay = [0.0, 0.0005, 0.001, 0.002, 0.004][trial % 5]
+        to_gpu = trial % 2 == 1
+        a = sa.SmartArray(np.zeros(200))
+        _add_all[1, 1](a, 1.0)  # current on the device
+        evens, odds = a[0::2], a[1::2]
+        barrier = threading.Barrier(2)
+
+        def launch() -> None:
+            barrier.wait()
+            _add_all[1, 1](odds, 1.0)
+
+        def host() -> None:
+            barrier.wait()
+            time.sleep(delay)
+            evens[...] = 5.0
+            if to_gpu:
+                evens.to_gpu()
+
+        threads = [threading.Thread(target=launch), threading.Thread(target=host)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        got = np.array(a)
+        if not (np.all(got[0::2] == 5.0) and np.all(got[1::2] == 2.0)):
+            failures.append((delay, to_gpu, sorted(set(got[0::2])), sorted(set(got[1::2]))))
+    assert not failures, f"{len(failures)} of 40 runs lost writes (delay, to_gpu, evens, odds): {failures[:3]}"
+
+
+def test_zeros_made_on_the_device_read_on_the_host_copies_nothing() -> None:
+    # README/docs/coherence.md: zeros/ones/full/empty are "made and filled where first used,
+    # never copied" ("with where='gpu' ... the device buffer is made at once").
+    a = sa.zeros(7, where="gpu")
+    with sa.track_transfers() as t:
+        assert np.array_equal(np.array(a), np.zeros(7))
+    assert t.count == 0, t
