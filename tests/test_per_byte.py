@@ -534,10 +534,15 @@ class PerByteMachine(RuleBasedStateMachine):
 
     # --- kept exports ---------------------------------------------------------------------
 
+    @precondition(lambda self: len(self.exports) < 3)
     @rule(data=st.data())
     def export(self, data: st.DataObject) -> None:
         if "export" in SKIP:
             return
+        first = pick(data, "export_first", ["none", "none", "kernel", "element_loop"])
+        if first != "none":  # device-current bytes around the export, often
+            getattr(self, first)(data)
+            self.note("  ... and in the same step:")
         with self.ledger():
             chain = draw_chain(data, self.ref.shape, positive=False, base_bias=True)
             v_sa, v_ref, pos = self.view(chain)
@@ -546,14 +551,18 @@ class PerByteMachine(RuleBasedStateMachine):
             self.assert_same(h.copy(), v_ref, pos, f"np.asarray({describe(chain)}) when taken")
             self.exports.append((h, chain))
         self.note(f"h{len(self.exports) - 1} = np.asarray({describe(chain)})  (kept)")
+        if pick(data, "export_then", ["none", "write"]) == "write":
+            self.note("  ... and in the same step:")
+            self.export_write(data, len(self.exports) - 1)
 
     @precondition(lambda self: bool(self.exports))
     @rule(data=st.data())
-    def export_write(self, data: st.DataObject) -> None:
+    def export_write(self, data: st.DataObject, k: int | None = None) -> None:
         if "export_write" in SKIP:
             return
         with self.ledger():
-            k = data.draw(st.integers(0, len(self.exports) - 1))
+            if k is None:
+                k = data.draw(st.integers(0, len(self.exports) - 1))
             h, chain = self.exports[k]
             v_ref, pos = apply(self.ref, chain), apply(self.pos, chain)
             how = pick(data, "export_write", ["all", "element", "iadd", "loop", "copyto"])
@@ -910,6 +919,7 @@ PerByteMachine.TestCase.settings = settings(
 )
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # undefined (empty) bytes
 def test_per_byte_machine() -> None:
     run_state_machine_as_test(PerByteMachine, settings=PerByteMachine.TestCase.settings)
 
@@ -1012,3 +1022,15 @@ def test_zeros_made_on_the_device_read_on_the_host_copies_nothing() -> None:
     with sa.track_transfers() as t:
         assert np.array_equal(np.array(a), np.zeros(7))
     assert t.count == 0, t
+
+
+def test_free_device_keeps_an_unseen_write_through_a_kept_export() -> None:
+    # The same through free_device(): "if the device copy is the only current one it is first
+    # copied back, so no data is lost" (docs/memory.md) - the export's write is the newer one.
+    sa.set_coalesce_bytes(DEFAULT_COALESCE)
+    a = sa.SmartArray(np.zeros(7))
+    _add_all[1, 1](a, 1.0)  # current only on the device
+    h = np.asarray(a[1:2])
+    h[0] = 7.0
+    a.free_device()
+    assert np.array_equal(np.array(a), [1.0, 7.0, 1.0, 1.0, 1.0, 1.0, 1.0])
