@@ -747,6 +747,8 @@ class PerByteMachine(RuleBasedStateMachine):
         if "mark_changed" in SKIP:
             return
         side = pick(data, "mark_changed", ["host", "gpu"])
+        if side == "gpu" and self.fill_made and "mark_changed:gpu_on_fill" in SKIP:
+            return
         with self.ledger():
             chain = draw_chain(data, self.ref.shape, positive=side == "gpu", base_bias=True)
             v_sa, v_ref, pos = self.view(chain)
@@ -779,12 +781,16 @@ class PerByteMachine(RuleBasedStateMachine):
     def pressure(self, allow_memory_error: bool) -> None:
         """Make room on the device for another array of our size: evicts least recently used."""
         self.ledger_ok = False
+        if raw_state(self.a).device is None:
+            return  # nothing of ours to evict (arrays of other examples may be pinned)
+        # The limit at the usage now, and a request of our size: room needs at least our
+        # array's worth evicted, which is evictable unless a hand-out pins it.
         old = sa.device_memory_limit()
-        size = max(self.ref.nbytes, 64)
+        size = self.ref.nbytes
         try:
-            sa.set_device_memory_limit(max(sa.device_memory_usage(), size))
+            sa.set_device_memory_limit(sa.device_memory_usage())
             try:
-                other = sa.zeros(size // 8, where="gpu")
+                other = sa.empty(size, dtype=np.uint8, where="gpu")
             except MemoryError:
                 if not allow_memory_error:
                     raise
@@ -1034,3 +1040,40 @@ def test_free_device_keeps_an_unseen_write_through_a_kept_export() -> None:
     h[0] = 7.0
     a.free_device()
     assert np.array_equal(np.array(a), [1.0, 7.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+
+
+def test_get_gpu_then_mark_changed_after_many_segments() -> None:
+    # docs/coherence.md: get('gpu') makes the device copy current; mark_changed raises only
+    # "if the side you name was stale". Past 64 ranges, get('gpu') is undone by the merge.
+    a = sa.SmartArray(np.zeros(100))
+    a.to_gpu()
+    for i in range(0, 100, 2):  # 50 host writes: 100 ranges
+        a[i] = 1.0
+    odds = a[1::2]
+    d = odds.get("gpu")
+    _add_all[1, 1](d, 2.0)
+    odds.mark_changed("gpu")  # RuntimeError: "device copy is stale; call get('gpu') before"
+    expected = np.tile([1.0, 2.0], 50)
+    assert np.array_equal(np.array(a), expected)
+
+
+def test_dropped_gpu_handout_is_spilled_after_many_segments(restore_settings: None) -> None:
+    # docs/memory.md: a hand-out let go of "is evicted as dirty: spilled, never dropped ...
+    # and a mark_changed('gpu') that comes after the spill finds what you wrote on the host".
+    a = sa.SmartArray(np.zeros(130))
+    a.to_gpu()
+    for i in range(0, 130, 2):  # 65 host writes
+        a[i] = 1.0
+    v = a[31:68:3]
+    d = v.get("gpu")
+    _add_all[1, 1](d, 30.0)
+    del d
+    sa.set_device_memory_limit(sa.device_memory_usage())
+    sa.empty(a.nbytes, dtype=np.uint8, where="gpu")  # evicts a (spilled)
+    sa.set_device_memory_limit(None)
+    v.mark_changed("gpu")
+    expected = np.zeros(130)
+    expected[0::2] = 1.0
+    expected[31:68:3] += 30.0
+    got = np.array(a)
+    assert np.array_equal(got, expected), np.nonzero(got != expected)[0]
