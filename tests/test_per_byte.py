@@ -1077,3 +1077,17 @@ def test_dropped_gpu_handout_is_spilled_after_many_segments(restore_settings: No
     expected[31:68:3] += 30.0
     got = np.array(a)
     assert np.array_equal(got, expected), np.nonzero(got != expected)[0]
+
+
+def test_get_host_then_mark_changed_after_many_segments() -> None:
+    # The host side of the same: get('host') makes the host copy current, then the merge of
+    # more than 64 ranges labels those bytes current on the device only again.
+    a = sa.SmartArray(np.zeros(100))
+    _add_all[1, 1](a, 1.0)  # current on the device only
+    for i in range(0, 100, 2):  # 50 element reads: 100 ranges
+        assert a[i] == 1.0
+    evens = a[0::2]
+    h = evens.get("host")
+    h += 1.0
+    evens.mark_changed("host")  # RuntimeError: "host copy is stale; call get('host') before"
+    assert np.array_equal(np.array(a), np.tile([2.0, 1.0], 50))
