@@ -8,9 +8,11 @@ budget under a small random limit) and ``RangeMachine`` (tests/test_ranges.py: r
 read and written on both sides, validity per byte), each with the given number of examples
 and steps; ``--machines`` also takes ``streams`` and ``pooled`` (tests/test_stream_ordering.py:
 cross-stream ordering against a happens-before model, the second with a stream-ordered
-device pool). It prints one line per machine: examples, steps, seconds and the outcome. A
-failure prints hypothesis's shortest failing sequence and makes the exit status 1. The
-results of the last run are recorded in docs/testing.md.
+device pool), and ``perbyte`` (tests/test_per_byte.py: an outside per-byte reference
+model, every byte of both buffers checked against numpy after every step). It prints one
+line per machine: examples, steps, seconds and the outcome. A failure prints hypothesis's
+shortest failing sequence and makes the exit status 1. The results of the last run are
+recorded in docs/testing.md.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 import unittest
 from pathlib import Path
 
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
@@ -34,10 +36,11 @@ def main() -> int:
         "--machines",
         nargs="*",
         default=["coherence", "budget", "ranges"],
-        choices=["coherence", "budget", "ranges", "streams", "pooled"],
+        choices=["coherence", "budget", "ranges", "streams", "pooled", "perbyte"],
     )
     args = parser.parse_args()
     sys.path.insert(0, str(TESTS))
+    import test_per_byte
     import test_ranges
     import test_stateful
     import test_stateful_memory
@@ -49,12 +52,18 @@ def main() -> int:
         "ranges": test_ranges.RangeMachine,
         "streams": test_stream_ordering.StreamOrderingMachine,
         "pooled": test_stream_ordering.PooledStreamOrderingMachine,
+        "perbyte": test_per_byte.PerByteMachine,
     }
     failed = False
     for name in args.machines:
         machine = machines[name]
         machine.TestCase.settings = settings(
-            max_examples=args.examples, stateful_step_count=args.steps, deadline=None
+            # perbyte keeps its own health-check choices (its steps are slow on purpose)
+            machine.TestCase.settings if name == "perbyte" else settings.default,
+            max_examples=args.examples,
+            stateful_step_count=args.steps,
+            deadline=None,
+            phases=tuple(Phase),  # shrink failures, whatever the machine does by default
         )
         start = time.perf_counter()
         result = unittest.TextTestRunner(verbosity=0).run(machine.TestCase("runTest"))
