@@ -989,6 +989,9 @@ PerByteMachine.TestCase.settings = settings(
     # Shrinking a failure can take minutes in the simulator: the default (CI) run reports the
     # failing sequence as found; SMARTARRAY_PER_BYTE_SHRINK=1 (or a long run) shrinks it.
     phases=list(Phase) if SHRINK else [p for p in Phase if p != Phase.shrink],
+    # The default (CI) run is the same sequence every time; long runs explore at random (one
+    # found a failure not yet understood: see docs/testing.md, "PerByteMachine").
+    derandomize=EXAMPLES <= 40,
 )
 
 
