@@ -1195,6 +1195,13 @@ class Allocation:
                     self._fill = None  # (both buffers exist)
             self.device = device
             self._block = _backend.pooled_block(device)
+            if fill is not None and fill[0] is UNDEFINED and self.host is not None:
+                # ``empty``: the host buffer, made first, holds whatever was written to it
+                # (maybe through an export, unseen where it equals the bytes it replaced);
+                # the new device buffer holds other bytes. The host's are the array's.
+                both = self._runs(None, State.BOTH)
+                if both:
+                    self._set_state(tuple(both), State.HOST)
             if not noted and self._block is not None:
                 # Allocated from the pool on ``stream``: usable by work ordered after the
                 # allocation there, so work on other streams is ordered after it as after
