@@ -351,9 +351,15 @@ class Allocation:
             segments.assign(lo, hi, label)
         self.state = State.MIXED
         self._segments = segments
-        if side is not None and len(segments.labels) > MAX_SEGMENTS:
-            self._cap(side)
+        if side is not None:
+            self._cap_if_over(side)
         self._normalise()
+
+    def _cap_if_over(self, side: State) -> None:
+        """:meth:`_cap` toward ``side`` if there are more than :data:`MAX_SEGMENTS` segments."""
+        segments = self._segments
+        if segments is not None and len(segments.labels) > MAX_SEGMENTS:
+            self._cap(side)
 
     def _normalise(self) -> None:
         """One state for the whole allocation when its segments agree (and no launch's write
@@ -467,32 +473,26 @@ class Allocation:
         for _, lo, hi, copy in records:
             if copy is None or host is None:
                 found.append((lo, hi))
-                continue
-            diff = np.concatenate(([False], host[lo:hi] != copy, [False]))
-            edges = np.flatnonzero(diff[1:] != diff[:-1])
-            found.extend(
-                (lo + int(b), lo + int(e)) for b, e in zip(edges[::2], edges[1::2], strict=True)
-            )
+            else:
+                found.extend(_differing(host[lo:hi], copy, lo))
         return coalesce(sorted(found), 0) if found else found
 
-    def _end_write(
-        self, launch: object, extent: Extent | None, every: bool = False
-    ) -> list[tuple[int, int]]:
-        """``launch``'s write of ``extent`` (all of ``launch``'s writes with ``every``) is no
-        longer in flight; returns the host writes other threads made into it meanwhile."""
-        found: list[tuple[int, int]] = []
-        kept = []
-        done = False
-        for entry in self._writers:
-            if entry[0] is launch and (every or (not done and entry[2] == extent)):
-                found.extend(self._host_written_during(entry[3]))
-                done = True
-            else:
-                kept.append(entry)
-        if done:
+    def _end_write(self, launch: object, extent: Extent | None) -> list[tuple[int, int]]:
+        """``launch``'s write of ``extent`` is no longer in flight; returns the host writes
+        other threads made into it meanwhile."""
+        for k, entry in enumerate(self._writers):
+            if entry[0] is launch and entry[2] == extent:
+                del self._writers[k]
+                self._normalise()
+                return self._host_written_during(entry[3])
+        return []
+
+    def _forget_writes(self, launch: object) -> None:
+        """None of ``launch``'s writes is in flight any more (it failed)."""
+        kept = [entry for entry in self._writers if entry[0] is not launch]
+        if len(kept) != len(self._writers):
             self._writers = kept
             self._normalise()
-        return coalesce(sorted(found), 0) if found else found
 
     def _mergeable(
         self, runs: list[tuple[int, int]], forbidden: State, launch: object = None
@@ -828,7 +828,7 @@ class Allocation:
             if self.host_memory == "mapped":
                 return
             # In flight until device_written: MIXED meanwhile (no host fast path), and host
-            # writes of other threads into ``extent`` wait for it (see _writers).
+            # writes of other threads into ``extent`` are recorded (see _writers).
             if self._writers:
                 self._drop_stale_writers(launch)
             self._writers.append((launch, threading.get_ident(), extent, []))
@@ -866,10 +866,8 @@ class Allocation:
             self._launch_ranges = []
             self._end_hand_out()
             self._note_device_work(stream)
-            segments = self._segments
-            if segments is not None and len(segments.labels) > MAX_SEGMENTS:
-                self._cap(State.DEVICE)
-                self._normalise()
+            self._cap_if_over(State.DEVICE)
+            self._normalise()
 
     def device_read(self, stream: Any = None) -> None:
         """Record that device work read the device copy on ``stream`` (no state change)."""
@@ -882,9 +880,10 @@ class Allocation:
 
         ``state`` is this allocation's :meth:`state_snapshot` when the launch first touched
         it. Nothing ran on the device since: the bytes the launch was to write get their
-        labels in ``state`` back exactly (no other thread wrote them meanwhile: host writes
-        into them waited), and bytes current on the host only in ``state`` that an upload for
-        the launch made current on both sides are host-only again (the upload is forgotten).
+        labels in ``state`` back exactly, except those another thread wrote on the host
+        meanwhile (recorded: :meth:`_note_host_write`), and bytes current on the host only in
+        ``state`` that an upload for the launch made current on both sides are host-only
+        again (the upload is forgotten).
         Every other byte keeps its label: other threads may have changed it meanwhile.
         """
         with self.lock:
@@ -908,7 +907,7 @@ class Allocation:
                         for a, b, label in old_segments.items():
                             if b > lo and a < hi:
                                 self._set_state(((max(a, lo), min(b, hi)),), label)
-                self._end_write(launch, None, every=True)
+                self._forget_writes(launch)
                 if old_segments is None:
                     forget = [(0, self.nbytes)] if old_state is State.HOST else []
                 else:
@@ -917,9 +916,7 @@ class Allocation:
                     uploaded = self._runs(((lo, hi),), State.BOTH)
                     if uploaded:
                         self._set_state(tuple(uploaded), State.HOST)
-                segments = self._segments
-                if segments is not None and len(segments.labels) > MAX_SEGMENTS:
-                    self._cap(State.HOST)
+                self._cap_if_over(State.HOST)
                 self._normalise()
             if self.host_exports:  # (BOTH again: keep watching exports for writes)
                 self.watch_host_exports()
@@ -933,7 +930,7 @@ class Allocation:
                 self._launch = None
                 self._launch_ranges = []
             if self._writers:
-                self._end_write(launch, None, every=True)
+                self._forget_writes(launch)
 
     def own_device(self) -> None:
         """The adopted device buffer was allocated for smartarray (a CUDA ufunc's result):
@@ -1376,6 +1373,16 @@ def _minus(runs: list[tuple[int, int]], ranges: list[tuple[int, int]]) -> list[t
     return result
 
 
+def _differing(x: np.ndarray, y: np.ndarray, offset: int) -> list[tuple[int, int]]:
+    """The byte ranges where ``x`` and ``y`` (equal-length uint8 arrays) differ, shifted by
+    ``offset``."""
+    diff = np.concatenate(([False], x != y, [False]))
+    edges = np.flatnonzero(diff[1:] != diff[:-1])
+    return [
+        (offset + int(b), offset + int(e)) for b, e in zip(edges[::2], edges[1::2], strict=True)
+    ]
+
+
 def _intersect(
     intervals: list[tuple[int, int]], extent: Extent | None, nbytes: int
 ) -> list[tuple[int, int]]:
@@ -1426,12 +1433,7 @@ def _changed_ranges(
                     continue
             elif np.array_equal(x, y):
                 continue
-            diff = np.concatenate(([False], x != y, [False]))
-            edges = np.flatnonzero(diff[1:] != diff[:-1])
-            found.extend(
-                (start + int(b), start + int(e))
-                for b, e in zip(edges[::2], edges[1::2], strict=True)
-            )
+            found.extend(_differing(x, y, start))
         found = coalesce(found)
         if len(found) > 32:
             found = [(found[0][0], found[-1][1])]
