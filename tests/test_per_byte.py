@@ -74,13 +74,8 @@ pytestmark = pytest.mark.device
 EXAMPLES = int(os.environ.get("SMARTARRAY_PER_BYTE_EXAMPLES", "40"))
 STEPS = int(os.environ.get("SMARTARRAY_PER_BYTE_STEPS", "30"))
 SHRINK = os.environ.get("SMARTARRAY_PER_BYTE_SHRINK", "1" if EXAMPLES > 40 else "0") == "1"
-# By default the ``threads`` rule is left out: a kernel that takes the launch fast path (its
-# array current on the device) is not registered as in flight, so another thread's host write
-# of a covering range can still label the kernel's bytes host-current (issue 29, open; see
-# test_threads_write_disjoint_parities). SMARTARRAY_PER_BYTE_SKIP="" runs it.
-SKIP = frozenset(
-    filter(None, os.environ.get("SMARTARRAY_PER_BYTE_SKIP", "threads").split(","))
-)
+# Rules left out: SMARTARRAY_PER_BYTE_SKIP="threads,..." (comma-separated rule names).
+SKIP = frozenset(filter(None, os.environ.get("SMARTARRAY_PER_BYTE_SKIP", "").split(",")))
 DEFAULT_COALESCE = 65536  # docs/coherence.md, "Coalescing"
 
 # --- kernels: one thread loops over the elements (fast in the simulator, valid CUDA) -------
@@ -1056,12 +1051,6 @@ def test_coalesced_download_keeps_an_unseen_write_through_a_kept_export() -> Non
     assert np.array_equal(np.array(a), expected)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 29, open: a kernel that takes the launch fast path (device-current array) "
-    "is not registered as in flight, so another thread's host write of a covering range "
-    "(a strided view of more than 64 rows) can label the kernel's bytes host-current",
-)
 def test_threads_write_disjoint_parities() -> None:
     # numpy: a[0::2] and a[1::2] share no element; a kernel adding 1 to one of them in one
     # thread and a host write of the other in another keep both results (the timing of the

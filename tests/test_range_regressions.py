@@ -303,6 +303,62 @@ def test_launch_on_odds_keeps_another_threads_element_writes(rows: int) -> None:
     assert np.array_equal(np.array(a), expected)
 
 
+@simulator_only
+@pytest.mark.parametrize("rows", [64, 65, 200])
+@pytest.mark.parametrize("host_write", ["slice", "elements", "read_then_write"])
+def test_resident_launch_on_odds_keeps_another_threads_host_writes(
+    rows: int, host_write: str
+) -> None:
+    # The array is current only on the device: the launch takes the launch fast path
+    # (Allocation.launch_value), which registers its write as in flight too.
+    a = sa.SmartArray(np.zeros(2 * rows))
+    evens, odds = a[0::2], a[1::2]
+    _gate.set()
+    add_then_wait[2, 256](a, 0.0)  # device-only
+    for _ in range(2):  # the launch value of ``odds`` cached
+        add_then_wait[1, 256](odds, 0.0)
+    assert a.location == "gpu"
+
+    def host() -> None:
+        if host_write == "slice":
+            evens[...] = 5.0
+        elif host_write == "elements":
+            for i in range(rows):
+                evens[i] = 5.0
+        else:  # a read downloads the covering range first, then the writes
+            assert float(np.asarray(evens).sum()) == 0.0
+            evens[...] = 5.0
+
+    _launch_while(lambda: add_then_wait[1, 256](odds, 1.0), host)
+    expected = np.zeros(2 * rows)
+    expected[0::2] = 5.0
+    expected[1::2] = 1.0
+    assert np.array_equal(np.array(a), expected)
+    add_then_wait[1, 256](odds, 1.0)  # and the device copy holds both writes too
+    expected[1::2] = 2.0
+    assert np.array_equal(np.array(a), expected)
+
+
+@simulator_only
+def test_resident_launch_then_another_threads_read_leaves_the_kernels_bytes_current() -> None:
+    # A read by another thread during a fast-path launch downloads bytes the kernel is
+    # writing: once the launch is enqueued they are the device's again, not stale "both".
+    a = sa.SmartArray(np.zeros(200))
+    odds = a[1::2]
+    _gate.set()
+    add_then_wait[1, 256](a, 0.0)  # device-only
+    for _ in range(2):
+        add_then_wait[1, 256](odds, 0.0)
+
+    def host() -> None:
+        np.asarray(a[0::2]).sum()  # (the covering range: the odds too)
+
+    _launch_while(lambda: add_then_wait[1, 256](odds, 1.0), host)
+    expected = np.zeros(200)
+    expected[1::2] = 1.0
+    assert np.array_equal(np.array(a), expected)
+
+
 # 6. A handed-out copy of a device-only array is never evicted while the caller holds it.
 
 

@@ -869,6 +869,33 @@ class Allocation:
             self._cap_if_over(State.DEVICE)
             self._normalise()
 
+    def end_resident_write(self, launch: object) -> None:
+        """``launch``, which took the launch fast path (:meth:`launch_value`) with a writing
+        argument over this allocation, is enqueued: its write is no longer in flight.
+
+        The allocation was device-only when the launch began. What other threads did
+        meanwhile is undone where it could hide the kernel's write: bytes they downloaded
+        (current on both sides now, with the values from before the kernel) or labelled
+        host-current by a write covering more than they wrote (a strided view's covering
+        range) are device-only again, except the bytes their host writes really changed
+        and the bytes other launches in flight write (their own ends label those).
+        """
+        with self.lock:
+            if not self._writers:
+                return
+            for entry in self._writers:
+                if entry[0] is launch and entry[2] is None:
+                    break
+            else:
+                return
+            host_writes = self._end_write(launch, None)
+            if self.state is State.DEVICE or self.host_memory == "mapped":
+                return
+            keep = coalesce(sorted(host_writes + self._in_flight(launch, own=True)), 0)
+            self._set_state(tuple(_minus([(0, self.nbytes)], keep)), State.DEVICE)
+            self._cap_if_over(State.DEVICE)
+            self._normalise()
+
     def device_read(self, stream: Any = None) -> None:
         """Record that device work read the device copy on ``stream`` (no state change)."""
         with self.lock:
@@ -1346,6 +1373,13 @@ class Allocation:
                         self._device_views.clear()
                     self._device_views[key] = value
             pins.hold(self.key, (self, (state, None)))  # (a state_snapshot: uniform)
+            if writes:
+                # In flight until the launch is enqueued (LaunchPins.__call__ ends it:
+                # end_resident_write): host writes of other threads meanwhile are recorded
+                # (see _writers), as for the general path's begin_device_write. The extent is
+                # the whole allocation: only the host writes recorded are kept out of it.
+                self._writers.append((pins.token, _thread.get_ident(), None, []))
+                pins.written.append(self)
             self._default_stream_work = default_stream_work
             self._ordered = None  # (a note on another stream must merge this launch's work)
             if default_stream_work:  # (recorded again once enqueued: LaunchPins.__call__)

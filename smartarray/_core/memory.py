@@ -60,6 +60,9 @@ class Allocation(Protocol):
     _default_stream_work: bool
     _ordered: Any
     _block: Any
+    # (a launch's writes in flight, and the labels: see LaunchPins.__call__)
+    _writers: list[Any]
+    _segments: Any
 
     @property
     def device_handed_out(self) -> bool: ...
@@ -72,6 +75,8 @@ class Allocation(Protocol):
     def state_snapshot(self) -> Any: ...
 
     def cancel_launch(self, state: Any, launch: object = None) -> None: ...
+
+    def end_resident_write(self, launch: object) -> None: ...
 
     def end_failed_launch(self, launch: object) -> None: ...
 
@@ -176,6 +181,9 @@ class LaunchPins:
         # What the launch's arguments record as the launch being prepared
         # (Allocation.begin_device_write): numba-cuda's ``retr`` list, or these pins.
         self.token: object = self if token is None else token
+        # Allocations a writing argument pinned on the launch fast path: their write is in
+        # flight until the launch is enqueued (Allocation.launch_value; ended in __call__).
+        self.written: list[Allocation] = []
         self.thread = threading.get_ident()
         with _BUDGET.lock:
             _BUDGET.launches.add(self)
@@ -208,6 +216,23 @@ class LaunchPins:
         self()
 
     def __call__(self) -> None:
+        if self.written:
+            token = self.token
+            for alloc in self.written:
+                with alloc.lock:  # (the usual case inline: nobody touched it meanwhile,
+                    # its state is still uniformly DEVICE: with a write in flight, any label
+                    # change makes segments)
+                    writers = alloc._writers
+                    if (
+                        len(writers) == 1
+                        and writers[0][0] is token
+                        and not writers[0][3]
+                        and alloc._segments is None
+                    ):
+                        writers.clear()
+                        continue
+                alloc.end_resident_write(token)
+            self.written.clear()
         if self.default_work:
             # The launch's work on the default stream is enqueued now: every later device
             # work on another stream is ordered after it, and the free of a pooled buffer
