@@ -545,3 +545,69 @@ def test_writes_through_an_export_of_empty_equal_to_old_bytes_reach_the_device()
     a.to_gpu()
     assert np.array_equal(a.get("gpu").copy_to_host(), x)
     assert np.array_equal(np.array(a), x)
+
+
+# A CUDA ufunc call whose bookkeeping raises after the kernel ran: no output is left in
+# flight (a leaked entry in Allocation._writers kept the array MIXED and its launch pinned).
+
+
+def test_a_ufunc_output_whose_labelling_raises_is_not_left_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from numba import vectorize
+
+    from smartarray._core import coherence as _coherence
+    from smartarray._core import memory as _memory
+
+    @vectorize(["float64(float64, float64)"], target="cuda")
+    def add2(a, b):  # type: ignore[no-untyped-def]
+        return a + b
+
+    x = sa.SmartArray(np.arange(8.0))
+    out = sa.SmartArray(np.zeros(8))
+    add2(x, x, out=out)  # (compiled; out device-only)
+    original = _coherence.Allocation.device_written
+
+    def failing(self: object, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("bookkeeping failed")
+
+    monkeypatch.setattr(_coherence.Allocation, "device_written", failing)
+    with pytest.raises(RuntimeError, match="bookkeeping failed"):
+        add2(x, x, out=out)
+    monkeypatch.setattr(_coherence.Allocation, "device_written", original)
+    assert out._alloc._writers == []
+    assert not [p for p in _memory._BUDGET.launches if out._alloc.key in p.states]
+    np.testing.assert_array_equal(np.asarray(x), np.arange(8.0))
+
+
+# The segment cap's uploads (toward the device) go on the stream of the operation that
+# passed the cap, ordered after earlier device work on the array (a kernel on another stream
+# may still read the device bytes they replace), not on an unordered stream of their own.
+
+
+def test_the_caps_uploads_go_on_the_operations_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    from smartarray._core import transfer as _transfer
+
+    a = sa.SmartArray(np.zeros(400))
+    s = cuda.stream()
+    streams: list[object] = []
+    original = _transfer.host_to_device
+
+    def recording(*args: object, **kwargs: object) -> None:
+        streams.append(kwargs.get("stream"))
+        original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_transfer, "host_to_device", recording)
+    expected = np.zeros(400)
+    alloc = a._alloc
+    # (kernels on ``s`` writing one element each, as a launch on ``s`` records them: the
+    # simulator's launches pass no stream to their arguments)
+    for k in range(1, 400, 4):
+        device = alloc.prepare_device_write(True, s)
+        device[k : k + 1].copy_to_device(np.full(1, 2.0), stream=s)
+        alloc.device_written(s, ((8 * k, 8 * k + 8),))
+        expected[k] = 2.0
+    s.synchronize()
+    assert streams and all(x is s for x in streams), streams
+    assert alloc._segments is None or len(alloc._segments.labels) <= 64
+    assert np.array_equal(np.array(a), expected)

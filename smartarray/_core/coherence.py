@@ -324,7 +324,9 @@ class Allocation:
             return [(0, self.nbytes)] if extent is None else list(extent)
         return segments.runs(extent, label)
 
-    def _set_state(self, extent: Extent | None, label: State, side: State | None = None) -> None:
+    def _set_state(
+        self, extent: Extent | None, label: State, side: State | None = None, stream: Any = None
+    ) -> None:
         """Put the bytes of ``extent`` (None: all) in state ``label``: the only place a
         state changes (a whole allocation's, or part of it).
 
@@ -332,7 +334,8 @@ class Allocation:
         writes, DEVICE for device ones): past :data:`MAX_SEGMENTS` segments the labels are
         coarsened toward it (:meth:`_cap`), so that no byte of that operation is relabelled
         stale on its side. None leaves the count as it is (for a launch being prepared, whose
-        ``device_written`` coarsens).
+        ``device_written`` coarsens). ``stream``: the operation's stream, on which the
+        coarsening's uploads are ordered (None: the host waits for earlier device work).
         """
         if extent is None:
             if self._writers:  # (MIXED while a launch's write is in flight: no fast path)
@@ -352,14 +355,14 @@ class Allocation:
         self.state = State.MIXED
         self._segments = segments
         if side is not None:
-            self._cap_if_over(side)
+            self._cap_if_over(side, stream)
         self._normalise()
 
-    def _cap_if_over(self, side: State) -> None:
+    def _cap_if_over(self, side: State, stream: Any = None) -> None:
         """:meth:`_cap` toward ``side`` if there are more than :data:`MAX_SEGMENTS` segments."""
         segments = self._segments
         if segments is not None and len(segments.labels) > MAX_SEGMENTS:
-            self._cap(side)
+            self._cap(side, stream)
 
     def _normalise(self) -> None:
         """One state for the whole allocation when its segments agree (and no launch's write
@@ -371,7 +374,7 @@ class Allocation:
                 self.state = uniform
                 self._segments = None
 
-    def _cap(self, side: State) -> None:
+    def _cap(self, side: State, stream: Any = None) -> None:
         """Bring the segments back to at most :data:`MAX_SEGMENTS`, losing no byte.
 
         Two moves, cheapest first, each labelling bytes only with a side that holds them:
@@ -390,6 +393,8 @@ class Allocation:
         written): they are never relabelled toward the other side, and the side is never
         changed (the operation needs it): the count then stays over the cap until an
         operation on the other side (nothing is lost); inside ``no_transfers()`` too.
+        Uploads are made on ``stream`` (the operation's), ordered after earlier device work
+        on the allocation (a kernel on another stream may still read the bytes they replace).
         """
         segments = self._segments
         assert segments is not None
@@ -412,7 +417,8 @@ class Allocation:
                 if side is State.HOST:
                     self._download_staged(runs)
                 else:
-                    self._upload_runs(None, runs)
+                    self._order_after_device_work(stream)
+                    self._upload_runs(stream, runs)
             except TransferError:
                 return  # (no_transfers(): over the cap until the next operation)
             segments.assign(window[0], window[1], side)
@@ -640,7 +646,7 @@ class Allocation:
         ``launch``, the launch being prepared, if any)."""
         self._upload_runs(stream, runs, launch)
         whole = runs == [(0, self.nbytes)]
-        self._set_state(None if whole else tuple(runs), State.BOTH, State.DEVICE)
+        self._set_state(None if whole else tuple(runs), State.BOTH, State.DEVICE, stream)
         if whole:  # (a copy of the host data: nothing written through a hand-out is left)
             self._end_hand_out()
         self._took_into_snapshot(runs)
@@ -866,7 +872,7 @@ class Allocation:
             self._launch_ranges = []
             self._end_hand_out()
             self._note_device_work(stream)
-            self._cap_if_over(State.DEVICE)
+            self._cap_if_over(State.DEVICE, stream)
             self._normalise()
 
     def end_resident_write(self, launch: object) -> None:

@@ -432,8 +432,12 @@ class SmartUFunc:
         except BaseException:
             launch.fail()  # (its kernels may have run: written outputs stay HOST)
             raise
-        for array in written:
-            array._alloc.device_written(stream, array._span(), launch)
+        try:
+            for array in written:
+                array._alloc.device_written(stream, array._span(), launch)
+        except BaseException:
+            launch.fail()  # (the outputs not labelled yet are no longer in flight)
+            raise
         for array in read:
             array._alloc.device_read(stream)
         # Unpinned only now: an output overwritten whole from the host state looks clean (its
