@@ -611,3 +611,50 @@ def test_the_caps_uploads_go_on_the_operations_stream(monkeypatch: pytest.Monkey
     assert streams and all(x is s for x in streams), streams
     assert alloc._segments is None or len(alloc._segments.labels) <= 64
     assert np.array_equal(np.array(a), expected)
+
+
+@simulator_only
+@pytest.mark.parametrize("resident", [False, True])
+def test_free_device_during_another_threads_launch_is_refused(resident: bool) -> None:
+    # Dropping the device buffer while another thread's kernel writes it would lose the
+    # kernel's results: refused with a clear error, data and flags unchanged.
+    a = sa.SmartArray(np.zeros(200))
+    _gate.set()
+    if resident:  # device-only: the launch fast path
+        for _ in range(2):
+            add_then_wait[1, 256](a, 0.0)
+    else:
+        a.to_gpu()
+    raised: list[BaseException] = []
+
+    def host() -> None:
+        try:
+            a.free_device()
+        except RuntimeError as exc:
+            raised.append(exc)
+
+    _launch_while(lambda: add_then_wait[1, 256](a, 1.0), host)
+    assert raised and "in flight" in str(raised[0])
+    assert a._alloc._writers == []
+    assert np.array_equal(np.array(a), np.ones(200))
+    a.free_device()  # (once the launch returned)
+    assert np.array_equal(np.array(a), np.ones(200))
+
+
+def test_the_caps_staged_download_scratch_is_bounded_by_the_bytes_copied() -> None:
+    from smartarray._core import transfer as _transfer
+
+    n = 3 << 20  # bytes
+    device = cuda.to_device(np.arange(n, dtype=np.uint64).view(np.uint8)[:n])
+    host = np.zeros(n, dtype=np.uint8)
+    expected = host.copy()
+    source = device.copy_to_host()
+    near = [(0, 8), (64, 72)]  # (one staged copy of the span)
+    far = [(0, 8), (n - 8, n)]  # (each run on its own: no 3 MiB scratch for 16 bytes)
+    with sa.track_transfers() as t:
+        _transfer.device_to_host_staged(device, host, label="x", runs=near)
+        _transfer.device_to_host_staged(device, host, label="x", runs=far)
+    assert [r.nbytes for r in t.records] == [72, 8, 8]
+    for a, b in near + far:
+        expected[a:b] = source[a:b]
+    assert np.array_equal(host, expected)

@@ -1052,6 +1052,16 @@ class Allocation:
         with self.lock:
             if self.host_memory == "mapped" or self.device is None:
                 return
+            if self._writers:
+                self._drop_stale_writers(None)
+                if self._writers:
+                    # (its kernel writes the device buffer: dropping it now would lose the
+                    # results, and the launch's labels would name a buffer that is gone)
+                    raise RuntimeError(
+                        f"{self.label}: free_device() while another thread's kernel launch "
+                        "writing this array is in flight; call free_device() after the "
+                        "launch returns (order the two threads yourself)"
+                    )
             if self._possibly_written:  # (a host write through an export is not overwritten)
                 self.check_host_exports()
             dirty = self._dirty_runs()  # (also a copy handed out by get('gpu'), possibly written)
