@@ -658,3 +658,41 @@ def test_the_caps_staged_download_scratch_is_bounded_by_the_bytes_copied() -> No
     for a, b in near + far:
         expected[a:b] = source[a:b]
     assert np.array_equal(host, expected)
+
+
+def test_an_empty_arrays_host_bytes_are_the_arrays_once_its_host_buffer_exists() -> None:
+    # Found by the per-byte machine: after element writes and a write through a kept export
+    # that changed all but one byte of an element, that byte stayed labelled current on
+    # both sides (never written) though no device buffer held it.
+    from raw_state import raw_state
+
+    a = sa.empty(4)
+    h = np.asarray(a)
+    h.view(np.uint8)[0] ^= 1  # (one byte of element 0 changes: the others equal the old)
+    assert {where for _, _, where in raw_state(a).ranges} == {"host"}
+    assert np.array_equal(a.get("gpu").copy_to_host(), h)
+
+
+@simulator_only
+def test_a_host_write_of_a_stale_element_equal_to_its_old_host_bytes_is_kept() -> None:
+    # Found by the per-byte machine: during another thread's launch, a host write of an
+    # element whose host copy is stale (current on the device only) recorded the host
+    # bytes before the write to tell later which bytes it changed; writing the value the
+    # stale host bytes already held changed no host byte, so the launch's end labelled
+    # the element device-current, where the old value was.
+    a = sa.SmartArray(np.full(300, 40, dtype=np.int16))
+    evens, odds = a[0::2], a[1::2]
+    _gate.set()
+    add_then_wait[1, 256](evens, -1)  # evens: 39 on the device only (40 on the host)
+    a.to_gpu()
+
+    def host() -> None:
+        for i in range(0, 150, 2):
+            evens[i] = 40  # (the host bytes held 40 already)
+
+    _launch_while(lambda: add_then_wait[1, 256](odds, 11), host)
+    expected = np.full(300, 40, dtype=np.int16)
+    expected[0::2] = 39
+    expected[0::4] = 40
+    expected[1::2] = 51
+    assert np.array_equal(np.array(a), expected)

@@ -466,7 +466,13 @@ class Allocation:
                 continue
             for lo, hi in _intersect(intervals, written, self.nbytes):
                 if before and host is not None:
-                    records.append((me, lo, hi, _bytes_of(host)[lo:hi].copy()))
+                    # Where the host copy is stale, the write changes the array even where
+                    # it leaves the host bytes as they were: those bytes count whole.
+                    stale = self._runs(((lo, hi),), State.DEVICE)
+                    for a, b in stale:
+                        records.append((me, a, b, None))
+                    for a, b in _minus([(lo, hi)], stale) if stale else ((lo, hi),):
+                        records.append((me, a, b, _bytes_of(host)[a:b].copy()))
                 elif not any(
                     t == me and c is not None and a <= lo and hi <= b for t, a, b, c in records
                 ):
@@ -1210,6 +1216,18 @@ class Allocation:
                         if self.device is not None:
                             self._fill = None  # (both buffers exist)
                     self.host = host
+                    if fill is not None and fill[0] is UNDEFINED:
+                        # ``empty``: the new host buffer holds bytes no other buffer holds, so
+                        # bytes "current on both sides" (never written) are the host's now
+                        # (a write through an export equal to the bytes it replaces goes
+                        # unseen: it must not leave them labelled as on the device too),
+                        # unless a device copy handed out by get('gpu') may have been written.
+                        both = self._runs(None, State.BOTH)
+                        if both:
+                            written = self.device is not None and self._possibly_written
+                            self._set_state(
+                                tuple(both), State.DEVICE if written else State.HOST
+                            )
         return host
 
     def _device_buffer(self, stream: Any) -> Any:
