@@ -696,3 +696,28 @@ def test_a_host_write_of_a_stale_element_equal_to_its_old_host_bytes_is_kept() -
     expected[0::4] = 40
     expected[1::2] = 51
     assert np.array_equal(np.array(a), expected)
+
+
+@simulator_only
+@pytest.mark.parametrize("rows", [64, 65, 200])
+def test_another_threads_upload_of_a_covering_range_keeps_a_launchs_results(rows: int) -> None:
+    # Found by the per-byte machine: while a kernel wrote the evens (its bytes labelled
+    # host-current until the launch is enqueued), another thread's to_gpu() of the odds
+    # uploaded their covering range, evens included: old host values over the kernel's.
+    a = sa.SmartArray(np.zeros(2 * rows))
+    evens, odds = a[0::2], a[1::2]
+    a.to_gpu()
+
+    def host() -> None:
+        odds[...] = 5.0
+        odds.to_gpu()
+
+    _launch_while(lambda: add_then_wait[1, 256](evens, 1.0), host)
+    expected = np.zeros(2 * rows)
+    expected[0::2] = 1.0
+    expected[1::2] = 5.0
+    assert np.array_equal(np.array(a), expected)
+    _gate.set()
+    add_then_wait[1, 256](odds, 1.0)  # (the device's odds are current too)
+    expected[1::2] = 6.0
+    assert np.array_equal(np.array(a), expected)

@@ -59,10 +59,16 @@ from . import memory as _memory
 from . import pinned_pool as _pinned_pool
 from . import transfer as _transfer
 from .errors import HostMemory, TransferError, Where
-from .ranges import MAX_SEGMENTS, Extent, Segments, coalesce, coalesce_bytes
+from .ranges import MAX_SEGMENTS, Extent, Segments, coalesce, coalesce_bytes, extent_of
 
 _labels = itertools.count(1)
 _keys = itertools.count(1)
+
+
+# A launch's write in flight (see Allocation._writers): the launch, its thread, the bytes it
+# writes (None: all), the host writes other threads made into them meanwhile, and the bytes
+# whose host copy stands for the device's until the launch is enqueued.
+_Writer = tuple[object, int, "Extent | None", list[Any], list[tuple[int, int]]]
 
 
 class State(enum.Enum):
@@ -128,7 +134,7 @@ class Allocation:
         # MIXED (host writes take the paths that record them: _note_host_write), no coalesced
         # upload crosses its extent, and device_written labels device-written only the bytes
         # of its extent that no other thread wrote on the host meanwhile.
-        self._writers: list[tuple[object, int, Extent | None, list[Any]]] = []
+        self._writers: list[_Writer] = []
         self.host_memory: HostMemory = host_memory
         # The default label is formatted when first read (most arrays are never named).
         self._label = label
@@ -419,8 +425,10 @@ class Allocation:
                 else:
                     self._order_after_device_work(stream)
                     self._upload_runs(stream, runs)
-            except TransferError:
-                return  # (no_transfers(): over the cap until the next operation)
+            except (TransferError, MemoryError):
+                # (no_transfers(), or no room for the copy: over the cap until the next
+                # operation; the labels are still true, nothing was relabelled yet)
+                return
             segments.assign(window[0], window[1], side)
 
     def _drop_stale_writers(self, keep: object) -> None:
@@ -439,7 +447,7 @@ class Allocation:
         :meth:`_drop_stale_writers`)."""
         me = threading.get_ident()
         spans: list[tuple[int, int]] = []
-        for owner, thread, extent, _ in self._writers:
+        for owner, thread, extent, _, _ in self._writers:
             if owner is not launch and (own or thread != me):
                 spans.extend(((0, self.nbytes),) if extent is None else extent)
         return coalesce(sorted(spans), 0) if spans else spans
@@ -461,7 +469,7 @@ class Allocation:
         me = threading.get_ident()
         intervals = [(0, self.nbytes)] if extent is None else list(extent)
         host = self.host
-        for _, thread, written, records in self._writers:
+        for _, thread, written, records, _ in self._writers:
             if thread == me or not _overlap(written, extent):
                 continue
             for lo, hi in _intersect(intervals, written, self.nbytes):
@@ -498,6 +506,25 @@ class Allocation:
                 self._normalise()
                 return self._host_written_during(entry[3])
         return []
+
+    def _held_in_flight(
+        self, runs: list[tuple[int, int]], launch: object
+    ) -> list[tuple[int, int]]:
+        """``runs`` (to upload) less the bytes another thread's launch in flight may be
+        writing on the device whose host copy only stands for the device's old bytes: those
+        :meth:`begin_device_write` labelled host-current for the launch, unless a host write
+        changed them since. Uploading them would copy old values over the kernel's results;
+        they stay host-current until the launch is enqueued (then device-written)."""
+        me = threading.get_ident()
+        held: list[tuple[int, int]] = []
+        for owner, thread, _, records, standing in self._writers:
+            if owner is launch or thread == me or not standing:
+                continue
+            written = self._host_written_during(records) if records else []
+            held.extend(_minus(standing, written) if written else standing)
+        if not held:
+            return runs
+        return _minus(runs, coalesce(sorted(held), 0))
 
     def _forget_writes(self, launch: object) -> None:
         """None of ``launch``'s writes is in flight any more (it failed)."""
@@ -643,6 +670,8 @@ class Allocation:
                 runs = self._runs(extent, State.HOST)
                 if launch is not None and self._launch is launch and runs:
                     runs = _minus(runs, self._launch_ranges)  # (equal for this launch)
+                if runs and self._writers:
+                    runs = self._held_in_flight(runs, launch)
                 if runs:
                     self._upload(stream, runs, launch)
             return device
@@ -843,11 +872,13 @@ class Allocation:
             # writes of other threads into ``extent`` are recorded (see _writers).
             if self._writers:
                 self._drop_stale_writers(launch)
-            self._writers.append((launch, threading.get_ident(), extent, []))
+            both = self._runs(extent, State.BOTH)
+            # (``both``: the bytes whose host copy stands for the device's until the launch
+            # is enqueued; uploads for others never copy them: see _held_in_flight)
+            self._writers.append((launch, threading.get_ident(), extent, [], both))
             if self._segments is None:
                 self._segments = Segments(self.nbytes, self.state, State.BOTH)
                 self.state = State.MIXED
-            both = self._runs(extent, State.BOTH)
             if both:
                 whole = extent is None and self._segments.uniform() is State.BOTH
                 # (not coarsened now: device_written does, with the launch's labels)
@@ -881,32 +912,35 @@ class Allocation:
             self._cap_if_over(State.DEVICE, stream)
             self._normalise()
 
-    def end_resident_write(self, launch: object) -> None:
+    def end_resident_write(self, launch: object) -> bool:
         """``launch``, which took the launch fast path (:meth:`launch_value`) with a writing
-        argument over this allocation, is enqueued: its write is no longer in flight.
+        argument over this allocation, is enqueued: that write is no longer in flight.
+        Returns True when live host exports need refreshing (as after any launch's write).
 
         The allocation was device-only when the launch began. What other threads did
-        meanwhile is undone where it could hide the kernel's write: bytes they downloaded
-        (current on both sides now, with the values from before the kernel) or labelled
-        host-current by a write covering more than they wrote (a strided view's covering
-        range) are device-only again, except the bytes their host writes really changed
-        and the bytes other launches in flight write (their own ends label those).
+        meanwhile is undone where it could hide the kernel's write: bytes of the argument's
+        extent they downloaded (current on both sides now, with the values from before the
+        kernel) or labelled host-current by a write covering more than they wrote (a strided
+        view's covering range) are device-only again, except the bytes their host writes
+        really changed and the bytes other launches in flight write (their own ends label
+        those).
         """
         with self.lock:
-            if not self._writers:
-                return
             for entry in self._writers:
-                if entry[0] is launch and entry[2] is None:
+                if entry[0] is launch:
+                    extent = entry[2]
                     break
             else:
-                return
-            host_writes = self._end_write(launch, None)
+                return False
+            host_writes = self._end_write(launch, extent)
             if self.state is State.DEVICE or self.host_memory == "mapped":
-                return
+                return False
             keep = coalesce(sorted(host_writes + self._in_flight(launch, own=True)), 0)
-            self._set_state(tuple(_minus([(0, self.nbytes)], keep)), State.DEVICE)
+            whole = [(0, self.nbytes)] if extent is None else list(extent)
+            self._set_state(tuple(_minus(whole, keep)), State.DEVICE)
             self._cap_if_over(State.DEVICE)
             self._normalise()
+            return bool(self.host_exports)
 
     def device_read(self, stream: Any = None) -> None:
         """Record that device work read the device copy on ``stream`` (no state change)."""
@@ -932,7 +966,7 @@ class Allocation:
             if self.host_memory != "mapped":
                 extents = [
                     (e, self._host_written_during(w))
-                    for owner, _, e, w in self._writers
+                    for owner, _, e, w, _ in self._writers
                     if owner is launch
                 ]
                 old_state, old_segments = state
@@ -1395,6 +1429,9 @@ class Allocation:
                 value = self._device_views.get(key)
                 if value is None:
                     return None
+                span = self._device_views.get((key, "extent")) if writes else None
+                if writes and span is None:
+                    return None
             else:
                 device = self.resident_view(writes, key[0], key[1], key[2], key[3])
                 if device is None:
@@ -1406,13 +1443,17 @@ class Allocation:
                     if len(self._device_views) >= 32:
                         self._device_views.clear()
                     self._device_views[key] = value
+                span = self._device_views.get((key, "extent"))
+                if span is None:  # (the bytes a writing launch may write: _writers)
+                    span = extent_of(key[0], key[1], key[2], key[3].itemsize, self.nbytes)
+                    self._device_views[(key, "extent")] = span
             pins.hold(self.key, (self, (state, None)))  # (a state_snapshot: uniform)
             if writes:
                 # In flight until the launch is enqueued (LaunchPins.__call__ ends it:
                 # end_resident_write): host writes of other threads meanwhile are recorded
-                # (see _writers), as for the general path's begin_device_write. The extent is
-                # the whole allocation: only the host writes recorded are kept out of it.
-                self._writers.append((pins.token, _thread.get_ident(), None, []))
+                # (see _writers), as for the general path's begin_device_write.
+                assert span is not None
+                self._writers.append((pins.token, _thread.get_ident(), span[0], [], []))
                 pins.written.append(self)
             self._default_stream_work = default_stream_work
             self._ordered = None  # (a note on another stream must merge this launch's work)

@@ -39,11 +39,12 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 
 from . import backend as _backend
+from . import host_exports as _host_exports
 from .errors import TransferError
 
 
@@ -76,7 +77,7 @@ class Allocation(Protocol):
 
     def cancel_launch(self, state: Any, launch: object = None) -> None: ...
 
-    def end_resident_write(self, launch: object) -> None: ...
+    def end_resident_write(self, launch: object) -> bool: ...
 
     def end_failed_launch(self, launch: object) -> None: ...
 
@@ -231,7 +232,8 @@ class LaunchPins:
                     ):
                         writers.clear()
                         continue
-                alloc.end_resident_write(token)
+                if alloc.end_resident_write(token):  # (an export taken meanwhile)
+                    _host_exports.after_launch_write(self, cast(Any, alloc), 0)
             self.written.clear()
         if self.default_work:
             # The launch's work on the default stream is enqueued now: every later device

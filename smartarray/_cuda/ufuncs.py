@@ -126,7 +126,9 @@ def _unwrap_output(
                     stream,
                     prepare=lambda s, e: alloc.prepare_device_write(overwrite, s, launch, e),
                 )
-                alloc.begin_device_write(launch, value._span())
+            # (resident too: in flight until device_written, so that host writes of other
+            # threads into the output's extent meanwhile are recorded)
+            alloc.begin_device_write(launch, value._span())
         written.append(value)
         return device
     return value
