@@ -1105,10 +1105,6 @@ def test_threads_write_disjoint_parities() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 29, item 8, open: arrays made with where='gpu' start device-only",
-)
 def test_zeros_made_on_the_device_read_on_the_host_copies_nothing() -> None:
     # README/docs/coherence.md: zeros/ones/full/empty are "made and filled where first used,
     # never copied" ("with where='gpu' ... the device buffer is made at once").

@@ -417,11 +417,6 @@ def test_upload_does_not_cross_a_launch_in_flight(gap_bytes: int | None) -> None
     ],
     ids=["zeros", "full", "ones", "zeros_like", "full_like"],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 29 item 8, not done yet: arrays made with where='gpu' start device-only "
-    "(filled there), so a first host read downloads them",
-)
 def test_device_fills_are_never_downloaded(make: object) -> None:
     a = make(1000)  # type: ignore[operator]
     expected = np.array(a._alloc._fill[0] if a._alloc._fill else np.nan)

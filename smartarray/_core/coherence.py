@@ -17,8 +17,9 @@ The state is one of three::
 ``HOST``: only the host copy is current. ``DEVICE``: only the device copy is current.
 ``BOTH``: both copies hold the same bytes. Reads move to ``BOTH`` (copying once if needed);
 writes move to the side that was written. Mapped host memory is always ``BOTH``: the device
-reads and writes it directly. A new array starts in ``HOST`` (made on the host) or ``DEVICE``
-(made with ``where='gpu'``); an array that has no device buffer yet is in ``HOST``.
+reads and writes it directly. A new array made from data starts in ``HOST`` (made on the
+host) or ``BOTH`` (uploaded: ``where='gpu'``); an array that has no device buffer yet is in
+``HOST``, unless it was made with no data (below).
 
 **Byte ranges.** The diagram holds for every byte. Reads and writes of a view name the bytes
 they touch (its *extent*, :func:`smartarray._core.ranges.extent_of`): a write makes exactly
@@ -30,7 +31,12 @@ the bytes are not all in one state, the allocation is in state ``MIXED`` and kee
 **Filled where first used.** An array made by ``empty``/``zeros``/``ones``/``full`` starts in
 ``BOTH`` with neither buffer (``_fill``): each side's buffer is made, and filled there (numpy
 on the host, a memset or a fill kernel on the device), when that side first needs it; nothing
-is copied for it.
+is copied for it. With ``where='gpu'`` the device buffer is made (and filled) at once
+(:meth:`Allocation.fill_device`), the host's still when first used. ``empty``'s bytes are
+undefined: the two buffers hold different bytes, both "current", until a copy or a write
+makes them one; the bytes still so when an ``np.asarray`` export is taken (which may write
+them unseen: :meth:`check_host_exports` sees only changed bytes) are the host's from then on
+(``_undefined``).
 
 All transitions, and the copies they imply, run under the allocation's re-entrant lock.
 Copies go through :mod:`smartarray._core.transfer` (the ledger); memory comes from
@@ -125,6 +131,11 @@ class Allocation:
         # Until both buffers exist, for an array made filled (zeros, full…: ``(value,)``) or
         # uninitialised (``(UNDEFINED,)``, empty): what a buffer holds when it is made.
         self._fill: tuple[Any] | None = None
+        # For ``empty``, once its host buffer was made after its device buffer: the byte
+        # ranges (sorted, disjoint) labelled BOTH since then with no copy or write, whose two
+        # buffers hold different (undefined) bytes. Any relabelling takes bytes out
+        # (_set_state); a host export makes the rest host-current (watch_host_exports).
+        self._undefined: list[tuple[int, int]] = []
         # Byte ranges that begin_device_write made HOST for the launch being prepared: the
         # device copy still equals the host copy there, for the rest of that launch.
         self._launch_ranges: list[tuple[int, int]] = []
@@ -241,6 +252,24 @@ class Allocation:
             self._fill = (value,)
             return True
 
+    def fill_device(self, value: Any, stream: Any = None) -> bool:
+        """Make a new allocation from :meth:`filled` whose host buffer is not made yet
+        filled with ``value`` instead: its device buffer is made now if there is none
+        (within the device memory budget) and filled on the device on ``stream`` (a memset
+        or a fill kernel), its host buffer filled on the host when made; no copy, both
+        copies current (``BOTH``). False (nothing changed) for any other allocation."""
+        with self.lock:
+            if self._fill is None or self.host is not None:
+                return False
+            self._fill = (value,)
+            if self.device is None:
+                self._device_buffer(stream)  # (made filled with it)
+                return True
+            self._order_after_device_work(stream)
+            _backend.device_fill(self.device, value, stream)
+            self._note_device_work(stream)
+            return True
+
     @classmethod
     def on_device(
         cls,
@@ -290,6 +319,16 @@ class Allocation:
         if state is not State.MIXED:
             return state.value == where
         return not self._runs(extent, State.DEVICE if where == "host" else State.HOST)
+
+    def on_device_side(self, extent: Extent | None = None) -> bool:
+        """True when the bytes of ``extent`` (None: all) are where device work would use
+        them as they are: current on the device, and stale on the host or with no host
+        buffer made yet (an array made with no data that only the device used yet, e.g.
+        ``zeros(n, where='gpu')``: current on both sides). Copies and ``*_like`` arrays of
+        such data are made on the device, and DLPack exports it from there."""
+        return self.is_valid("gpu", extent) and (
+            not self.is_valid("host", extent) or (self.host is None and self.device is not None)
+        )
 
     def location(self, extent: Extent | None = None) -> str:
         """Where the bytes of ``extent`` (None: all) are current: ``'both'``, ``'host'`` or
@@ -343,6 +382,10 @@ class Allocation:
         ``device_written`` coarsens). ``stream``: the operation's stream, on which the
         coarsening's uploads are ordered (None: the host waits for earlier device work).
         """
+        if self._undefined:  # (relabelled: copied or written, or stale on one side)
+            self._undefined = (
+                [] if extent is None else _minus(self._undefined, coalesce(sorted(extent), 0))
+            )
         if extent is None:
             if self._writers:  # (MIXED while a launch's write is in flight: no fast path)
                 self.state = State.MIXED
@@ -609,6 +652,13 @@ class Allocation:
         and the host copy complete: no copy into it pending). Without host memory for it,
         the device copy is treated as stale instead (``BOTH`` -> ``HOST``): never stale data,
         one upload at the next device use."""
+        if self._undefined:
+            # ``empty``'s undefined bytes: the exports may write them unseen (a write equal to
+            # the host byte it replaces), and the device's differ: the host's are the array's.
+            undefined = self._runs(tuple(self._undefined), State.BOTH)  # (_cap may relabel)
+            self._undefined = []
+            if undefined:
+                self._set_state(tuple(undefined), State.HOST, State.HOST)
         if (
             self._host_snapshot is None
             and (self.state is State.BOTH or self.state is State.MIXED)
@@ -1226,6 +1276,7 @@ class Allocation:
         self._default_stream_work = False
         self._launch = None
         self._launch_ranges = []
+        self._undefined = []  # (one buffer left)
         # (every byte is current on the host now; one never made holds its fill still)
         self._set_state(None, State.HOST if self.host is not None else State.BOTH)
         self._end_hand_out()  # (evict_device sets _spilled_hand_out after this, if it spilled)
@@ -1247,6 +1298,11 @@ class Allocation:
                     if fill is not None:
                         if fill[0] is not UNDEFINED:
                             host[...] = fill[0]
+                        elif self.device is not None:
+                            # ``empty``: the device buffer, made first, holds other bytes;
+                            # both stay current (nothing to copy) until an export is taken.
+                            both = self._runs(None, State.BOTH)
+                            self._undefined = [(lo, hi) for lo, hi in both if lo < hi]
                         if self.device is not None:
                             self._fill = None  # (both buffers exist)
                     self.host = host
