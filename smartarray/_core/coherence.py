@@ -1306,18 +1306,15 @@ class Allocation:
                         if self.device is not None:
                             self._fill = None  # (both buffers exist)
                     self.host = host
-                    if fill is not None and fill[0] is UNDEFINED:
-                        # ``empty``: the new host buffer holds bytes no other buffer holds, so
-                        # bytes "current on both sides" (never written) are the host's now
-                        # (a write through an export equal to the bytes it replaces goes
-                        # unseen: it must not leave them labelled as on the device too),
-                        # unless a device copy handed out by get('gpu') may have been written.
+                    if fill is not None and fill[0] is UNDEFINED and self.device is None:
+                        # ``empty``, host first: the new host buffer holds bytes no other
+                        # buffer holds, so bytes "current on both sides" (never written) are
+                        # the host's now (no label says a device buffer never made holds
+                        # them; one made later gets them uploaded). Device first: see
+                        # ``_undefined`` above.
                         both = self._runs(None, State.BOTH)
                         if both:
-                            written = self.device is not None and self._possibly_written
-                            self._set_state(
-                                tuple(both), State.DEVICE if written else State.HOST
-                            )
+                            self._set_state(tuple(both), State.HOST)
         return host
 
     def _device_buffer(self, stream: Any) -> Any:

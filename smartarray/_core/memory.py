@@ -39,12 +39,11 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from . import backend as _backend
-from . import host_exports as _host_exports
 from .errors import TransferError
 
 
@@ -78,6 +77,8 @@ class Allocation(Protocol):
     def cancel_launch(self, state: Any, launch: object = None) -> None: ...
 
     def end_resident_write(self, launch: object) -> bool: ...
+
+    def refresh_host_exports(self, stream: Any = None) -> None: ...
 
     def end_failed_launch(self, launch: object) -> None: ...
 
@@ -217,6 +218,7 @@ class LaunchPins:
         self()
 
     def __call__(self) -> None:
+        refresh: list[Allocation] = []
         if self.written:
             token = self.token
             for alloc in self.written:
@@ -233,7 +235,7 @@ class LaunchPins:
                         writers.clear()
                         continue
                 if alloc.end_resident_write(token):  # (an export taken meanwhile)
-                    _host_exports.after_launch_write(self, cast(Any, alloc), 0)
+                    refresh.append(alloc)
             self.written.clear()
         if self.default_work:
             # The launch's work on the default stream is enqueued now: every later device
@@ -259,6 +261,8 @@ class LaunchPins:
         after, self.after_release = self.after_release, None
         if after is not None:
             after()
+        for alloc in refresh:  # (host views taken while the launch was in flight: current)
+            alloc.refresh_host_exports(0)
 
 
 def launch_pins(retr: list[Any]) -> LaunchPins:
