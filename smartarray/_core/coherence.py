@@ -553,21 +553,38 @@ class Allocation:
     def _held_in_flight(
         self, runs: list[tuple[int, int]], launch: object
     ) -> list[tuple[int, int]]:
-        """``runs`` (to upload) less the bytes another thread's launch in flight may be
-        writing on the device whose host copy only stands for the device's old bytes: those
-        :meth:`begin_device_write` labelled host-current for the launch, unless a host write
-        changed them since. Uploading them would copy old values over the kernel's results;
-        they stay host-current until the launch is enqueued (then device-written)."""
+        """``runs`` (host-current bytes to upload) less the bytes another thread's launch in
+        flight may be writing on the device, unless a host write changed them since the
+        launch began. Those bytes are host-current only because the launch holds them: its
+        host copy stands for the device's old bytes (:meth:`begin_device_write`), or the
+        kernel overwrites them whole (an ``Out`` never uploaded); uploading them would copy
+        old values over the kernel's results. They stay host-current until the launch is
+        enqueued (then device-written)."""
         me = threading.get_ident()
         held: list[tuple[int, int]] = []
-        for owner, thread, _, records, standing in self._writers:
-            if owner is launch or thread == me or not standing:
+        for owner, thread, extent, records, _ in self._writers:
+            if owner is launch or thread == me:
                 continue
+            span = [(0, self.nbytes)] if extent is None else list(extent)
             written = self._host_written_during(records) if records else []
-            held.extend(_minus(standing, written) if written else standing)
+            held.extend(_minus(span, written) if written else span)
         if not held:
             return runs
         return _minus(runs, coalesce(sorted(held), 0))
+
+    def _export_writes(self, extent: Extent | None) -> list[tuple[int, int]]:
+        """The bytes of ``extent`` written through host exports since the snapshot was
+        taken (exactly: a launch ending keeps them out of its device-written labels;
+        :meth:`check_host_exports` may not have looked while the launch was prepared)."""
+        snapshot = self._host_snapshot
+        if snapshot is None or self.host is None:
+            return []
+        host = _bytes_of(self.host)
+        found: list[tuple[int, int]] = []
+        for lo, hi in [(0, self.nbytes)] if extent is None else extent:
+            if not np.array_equal(host[lo:hi], snapshot[lo:hi]):
+                found.extend(_differing(host[lo:hi], snapshot[lo:hi], lo))
+        return found
 
     def _forget_writes(self, launch: object) -> None:
         """None of ``launch``'s writes is in flight any more (it failed)."""
@@ -805,7 +822,11 @@ class Allocation:
                 self._end_hand_out()
                 return  # spilled once nothing held it: the host copy holds what was written
             stale = State.DEVICE if where == "host" else State.HOST
-            if self._runs(extent, stale):
+            stale_runs = self._runs(extent, stale)
+            if stale_runs and where == "gpu" and self._writers:
+                # (bytes another thread's launch in flight holds are equal on both sides)
+                stale_runs = self._held_in_flight(stale_runs, None)
+            if stale_runs:
                 # Writes to a stale copy would be lost (or mixed with stale bytes).
                 raise RuntimeError(
                     f"{self.label}: mark_changed({where!r}) on an array whose "
@@ -946,6 +967,10 @@ class Allocation:
         (:meth:`begin_device_write`) is no longer in flight then."""
         with self.lock:
             host_writes = self._end_write(launch, extent) if self._writers else []
+            if self._host_snapshot is not None and self.host_memory != "mapped":
+                exported = self._export_writes(extent)
+                if exported:
+                    host_writes = coalesce(sorted(host_writes + exported), 0)
             if self.host_memory != "mapped":
                 if host_writes:
                     # Bytes of the extent that another thread wrote on the host while the
@@ -985,7 +1010,8 @@ class Allocation:
             host_writes = self._end_write(launch, extent)
             if self.state is State.DEVICE or self.host_memory == "mapped":
                 return False
-            keep = coalesce(sorted(host_writes + self._in_flight(launch, own=True)), 0)
+            keep = host_writes + self._in_flight(launch, own=True) + self._export_writes(extent)
+            keep = coalesce(sorted(keep), 0)
             whole = [(0, self.nbytes)] if extent is None else list(extent)
             self._set_state(tuple(_minus(whole, keep)), State.DEVICE)
             self._cap_if_over(State.DEVICE)
@@ -1002,11 +1028,12 @@ class Allocation:
         ``state`` (flags unchanged by a refused launch).
 
         ``state`` is this allocation's :meth:`state_snapshot` when the launch first touched
-        it. Nothing ran on the device since: the bytes the launch was to write get their
-        labels in ``state`` back exactly, except those another thread wrote on the host
-        meanwhile (recorded: :meth:`_note_host_write`), and bytes current on the host only in
-        ``state`` that an upload for the launch made current on both sides are host-only
-        again (the upload is forgotten).
+        it. Only the labels the launch set are undone: the bytes :meth:`begin_device_write`
+        labelled host-current for it are current on both sides again (but those another
+        thread wrote on the host meanwhile, recorded by :meth:`_note_host_write`, or
+        labelled otherwise since, e.g. by another thread's kernel), and bytes current on the
+        host only in ``state`` that an upload for the launch made current on both sides are
+        host-only again (the upload is forgotten).
         Every other byte keeps its label: other threads may have changed it meanwhile.
         """
         with self.lock:
@@ -1014,22 +1041,19 @@ class Allocation:
                 self._launch = None
                 self._launch_ranges = []
             if self.host_memory != "mapped":
-                extents = [
-                    (e, self._host_written_during(w))
-                    for owner, _, e, w, _ in self._writers
-                    if owner is launch
-                ]
                 old_state, old_segments = state
-                for extent, host_writes in extents:
-                    intervals = [(0, self.nbytes)] if extent is None else list(extent)
-                    # (bytes another thread wrote on the host meanwhile keep that write)
-                    for lo, hi in _minus(intervals, host_writes):
-                        if old_segments is None:
-                            self._set_state(((lo, hi),), old_state)
-                            continue
-                        for a, b, label in old_segments.items():
-                            if b > lo and a < hi:
-                                self._set_state(((max(a, lo), min(b, hi)),), label)
+                for owner, _, _, records, standing in self._writers:
+                    if owner is not launch or not standing:
+                        continue
+                    # The labels the launch set: the bytes begin_device_write labelled
+                    # host-current for it are current on both sides again, but those another
+                    # thread wrote on the host meanwhile, or labelled otherwise since (its
+                    # kernel's device writes), which keep their labels.
+                    if records:
+                        standing = _minus(standing, self._host_written_during(records))
+                    back = self._runs(tuple(standing), State.HOST) if standing else []
+                    if back:
+                        self._set_state(tuple(back), State.BOTH)
                 self._forget_writes(launch)
                 if old_segments is None:
                     forget = [(0, self.nbytes)] if old_state is State.HOST else []
@@ -1053,6 +1077,19 @@ class Allocation:
                 self._launch = None
                 self._launch_ranges = []
             if self._writers:
+                if self.host_memory != "mapped":
+                    # Bytes of its extents that another thread downloaded meanwhile hold the
+                    # values from before the kernel, which may have written part of them:
+                    # the device's count (no two values labelled current), except where
+                    # another thread wrote on the host.
+                    for owner, _, extent, records, _ in list(self._writers):
+                        if owner is not launch:
+                            continue
+                        both = self._runs(extent, State.BOTH)
+                        if records and both:
+                            both = _minus(both, self._host_written_during(records))
+                        if both:
+                            self._set_state(tuple(both), State.DEVICE)
                 self._forget_writes(launch)
 
     def own_device(self) -> None:
