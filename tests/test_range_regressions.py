@@ -716,3 +716,16 @@ def test_another_threads_upload_of_a_covering_range_keeps_a_launchs_results(rows
     add_then_wait[1, 256](odds, 1.0)  # (the device's odds are current too)
     expected[1::2] = 6.0
     assert np.array_equal(np.array(a), expected)
+
+
+def test_an_out_launch_overwrites_bytes_written_earlier_through_an_export() -> None:
+    # Found by the per-byte machine: writes through a kept export made before a launch were
+    # counted again when a launch writing those bytes (Out, the whole array) ended, so its
+    # results were labelled stale.
+    a = sa.SmartArray(np.arange(4, dtype=np.int16))
+    fill[1, 32](a, 26)
+    h = np.asarray(a)
+    h[...] = 6  # (found before the next launch: host-current)
+    fill[1, 32](sa.Out(a), -3)
+    assert np.array_equal(np.asarray(a), np.full(4, -3, dtype=np.int16))
+    assert np.array_equal(h, np.full(4, -3, dtype=np.int16))

@@ -542,12 +542,20 @@ class Allocation:
 
     def _end_write(self, launch: object, extent: Extent | None) -> list[tuple[int, int]]:
         """``launch``'s write of ``extent`` is no longer in flight; returns the host writes
-        other threads made into it meanwhile."""
+        other threads made into it meanwhile: recorded ones, and writes through kept host
+        exports into bytes current on both sides when the launch began (those it labelled
+        host-current, see begin_device_write) or since (downloaded meanwhile)."""
         for k, entry in enumerate(self._writers):
             if entry[0] is launch and entry[2] == extent:
                 del self._writers[k]
+                written = self._host_written_during(entry[3])
+                if self._host_snapshot is not None and self.host_memory != "mapped":
+                    watched = coalesce(sorted(entry[4] + self._runs(extent, State.BOTH)), 0)
+                    exported = self._export_writes(watched)
+                    if exported:
+                        written = coalesce(sorted(written + exported), 0)
                 self._normalise()
-                return self._host_written_during(entry[3])
+                return written
         return []
 
     def _held_in_flight(
@@ -572,16 +580,17 @@ class Allocation:
             return runs
         return _minus(runs, coalesce(sorted(held), 0))
 
-    def _export_writes(self, extent: Extent | None) -> list[tuple[int, int]]:
-        """The bytes of ``extent`` written through host exports since the snapshot was
-        taken (exactly: a launch ending keeps them out of its device-written labels;
-        :meth:`check_host_exports` may not have looked while the launch was prepared)."""
+    def _export_writes(self, runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The bytes of ``runs`` (bytes current on both sides when the snapshot took them)
+        written through host exports since, exactly (a launch ending keeps them out of its
+        device-written labels: :meth:`check_host_exports` does not look while a launch is
+        prepared)."""
         snapshot = self._host_snapshot
         if snapshot is None or self.host is None:
             return []
         host = _bytes_of(self.host)
         found: list[tuple[int, int]] = []
-        for lo, hi in [(0, self.nbytes)] if extent is None else extent:
+        for lo, hi in runs:
             if not np.array_equal(host[lo:hi], snapshot[lo:hi]):
                 found.extend(_differing(host[lo:hi], snapshot[lo:hi], lo))
         return found
@@ -967,10 +976,6 @@ class Allocation:
         (:meth:`begin_device_write`) is no longer in flight then."""
         with self.lock:
             host_writes = self._end_write(launch, extent) if self._writers else []
-            if self._host_snapshot is not None and self.host_memory != "mapped":
-                exported = self._export_writes(extent)
-                if exported:
-                    host_writes = coalesce(sorted(host_writes + exported), 0)
             if self.host_memory != "mapped":
                 if host_writes:
                     # Bytes of the extent that another thread wrote on the host while the
@@ -1010,8 +1015,7 @@ class Allocation:
             host_writes = self._end_write(launch, extent)
             if self.state is State.DEVICE or self.host_memory == "mapped":
                 return False
-            keep = host_writes + self._in_flight(launch, own=True) + self._export_writes(extent)
-            keep = coalesce(sorted(keep), 0)
+            keep = coalesce(sorted(host_writes + self._in_flight(launch, own=True)), 0)
             whole = [(0, self.nbytes)] if extent is None else list(extent)
             self._set_state(tuple(_minus(whole, keep)), State.DEVICE)
             self._cap_if_over(State.DEVICE)
