@@ -94,7 +94,7 @@ def main() -> None:
 
     # 4. SmartArrays: the same copies as step 3, made by smartarray when they are needed.
     sx, sy = sa.SmartArray(x, label="x"), sa.SmartArray(y, label="y")
-    s_out = sa.empty(N, dtype=np.float32, where="gpu")  # device-only: nothing to upload
+    s_out = sa.empty(N, dtype=np.float32, where="gpu")  # made on the device: nothing to upload
     with sa.track_transfers() as ledger:
         # The code of step 3, with SmartArrays: inputs stay current on both sides.
         times["4"] = seconds_per_call(lambda: add_ufunc(sx, sy, out=s_out))

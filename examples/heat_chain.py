@@ -71,7 +71,7 @@ def main() -> None:
     readings[N // 3 : N // 3 + N // 16] += 40.0  # a hot spot
 
     u = sa.SmartArray(readings, label="u")
-    v = sa.empty_like(u, where="gpu")  # device-only scratch buffer: never uploaded
+    v = sa.empty_like(u, where="gpu")  # scratch made on the device: never copied
     with sa.track_transfers() as t:
         normalise(u)  # @njit on the host copy: no copy
     show("@njit normalise", u, t)

@@ -96,7 +96,7 @@ def demo() -> None:
     )
 
     u = sa.SmartArray(u0, label="u")
-    v = sa.SmartArray(shape=n, where="gpu", label="v")  # device-only scratch: nothing to upload
+    v = sa.SmartArray(shape=n, where="gpu", label="v")  # scratch made on the device: no copy
     events: list[tuple[str, sa.TransferRecord]] = []
     for step in range(1, steps + 1):
         with sa.track_transfers() as t:

@@ -1267,8 +1267,9 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     def copy(self, order: str = "C") -> SmartArray[_ShapeT_co, _DTypeT_co]:
         """A new SmartArray with a copy of the data.
 
-        The copy is made where the data is current: a device-only array is copied on the
-        device (no host transfer). It has the same host memory kind (``'pinned'``,
+        The copy is made where the data is current: a device-only array, or one made with no
+        data that only the device used yet (``zeros(n, where='gpu')``: no host buffer), is
+        copied on the device (no host transfer). It has the same host memory kind (``'pinned'``,
         ``'pageable'`` or ``'mapped'``) as this array, except for layouts only numpy's
         ``order='K'`` makes (a non-contiguous view in a mixed axis order): a pageable copy.
         """
@@ -1277,8 +1278,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             layout = _contiguity(self._shape, self._strides, self.itemsize)
             span = self._span()
             if (
-                not alloc.is_valid("host", span)
-                and alloc.is_valid("gpu", span)
+                alloc.on_device_side(span)
                 and layout is not None
                 and order in ("K", "A", layout)
                 and min(self._strides, default=0) >= 0

@@ -111,8 +111,13 @@ def test_zeros_and_ones_of_any_dtype_match_numpy(dtype) -> None:  # type: ignore
 @pytest.mark.parametrize("dtype", TEXT_AND_RECORD_DTYPES, ids=str)
 def test_zeros_made_on_the_device_match_numpy(dtype) -> None:  # type: ignore[no-untyped-def]
     z = sa.zeros(3, dtype=dtype, where="gpu")
-    assert z.location == "gpu"
-    assert np.asarray(z).tobytes() == np.zeros(3, dtype=dtype).tobytes()
+    # Numbers, booleans, dates: filled on each side where made (current on both, no copy);
+    # text and records: filled on the device, downloaded by a host read.
+    filled = np.dtype(dtype).kind in "biufcmM"
+    assert z.location == ("both" if filled else "gpu")
+    with sa.track_transfers() as t:
+        assert np.asarray(z).tobytes() == np.zeros(3, dtype=dtype).tobytes()
+    assert (t.h2d_count, t.d2h_count) == (0, 0 if filled else 1)
 
 
 def test_empty_like_shape_and_order() -> None:

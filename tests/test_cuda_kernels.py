@@ -90,7 +90,11 @@ def test_device_born_arrays_never_upload(length: int) -> None:
             axpy[1, THREADS](y, 1.0, sa.In(x))
         np.testing.assert_array_equal(y.get("host"), 3.0 * length)
     assert counts(t) == (0, 1)
-    assert not x.is_valid("host")
+    # x was only read: still current on both sides (filled on each), never copied
+    assert x.location == "both"
+    with sa.track_transfers() as t:
+        np.testing.assert_array_equal(np.asarray(x), 3.0)
+    assert counts(t) == (0, 0)
 
 
 def test_kernel_reading_one_array_writing_another() -> None:
@@ -298,8 +302,17 @@ def test_adopt_numba_device_array_without_copy() -> None:
     np.testing.assert_array_equal(d.copy_to_host(), np.arange(N) + 1)
 
 
-def test_copy_of_device_only_array_stays_on_device() -> None:
-    a = sa.full(N, 2.0, where="gpu")
+@pytest.mark.parametrize("how", ["made_on_device", "written_by_a_kernel"])
+def test_copy_of_device_only_array_stays_on_device(how: str) -> None:
+    # made with where='gpu' and not used on the host yet (current on both sides, no host
+    # buffer), or current on the device only: copied on the device either way
+    if how == "made_on_device":
+        a = sa.full(N, 2.0, where="gpu")
+        assert a.location == "both"
+    else:
+        a = sa.full(N, 1.0, where="gpu")
+        inc[1, THREADS](a)
+        assert a.location == "gpu"
     with sa.track_transfers() as t:
         b = a.copy()
         inc[1, THREADS](b)

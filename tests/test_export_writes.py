@@ -209,12 +209,14 @@ def test_the_device_attribute_reads_no_data() -> None:
 @device
 def test_the_device_attribute_of_a_device_only_array_copies_nothing() -> None:
     a = sa.zeros(N, where="gpu")
+    inc[1, N](a)  # current on the device only
     with sa.no_transfers():
         assert a.device == "cpu"
     assert a.location == "gpu" and a._alloc._host_snapshot is None
     with sa.track_transfers() as t:
         pointer = a.ctypes.data  # a pointer to the host data: that needs the host copy
     assert counts(t) == (0, 1) and pointer == np.asarray(a).ctypes.data
+    np.testing.assert_array_equal(np.asarray(a), np.ones(N))
 
 
 # --- no host memory for a snapshot --------------------------------------------------------

@@ -57,9 +57,21 @@ def test_default_host_memory_is_pinned() -> None:
 def test_zeros_and_full_on_the_device() -> None:
     z = sa.zeros(N, where="gpu")
     f = sa.full(N, 2.5, dtype=np.float32, where="gpu")
-    assert z.location == "gpu" and f.location == "gpu"
-    np.testing.assert_array_equal(np.asarray(z), np.zeros(N))
-    np.testing.assert_array_equal(np.asarray(f), np.full(N, 2.5, np.float32))
+    # filled on the device now (a memset, a fill kernel), on the host where first used
+    assert z.location == "both" and f.location == "both"
+    assert z._alloc.device is not None and f._alloc.device is not None
+    np.testing.assert_array_equal(z.get("gpu").copy_to_host(), np.zeros(N))
+    np.testing.assert_array_equal(f.get("gpu").copy_to_host(), np.full(N, 2.5, np.float32))
+    # (a DLPack consumer gets the device copy: the host never used these arrays)
+    from smartarray._interop import dlpack
+
+    assert sa.zeros(4, where="gpu").__dlpack_device__()[0] == dlpack.KDL_CUDA
+    z, f = sa.zeros(N, where="gpu"), sa.full(N, 2.5, dtype=np.float32, where="gpu")
+    with sa.track_transfers() as t:
+        np.testing.assert_array_equal(np.asarray(z), np.zeros(N))
+        np.testing.assert_array_equal(np.asarray(f), np.full(N, 2.5, np.float32))
+    assert t.count == 0
+    assert z.__dlpack_device__()[0] == dlpack.KDL_CPU  # (current on both: the host's)
 
 
 def test_plain_cuda_ufunc_keeps_smartarrays_on_the_device(add_ufunc) -> None:  # type: ignore[no-untyped-def]
@@ -385,7 +397,8 @@ def test_a_pinned_buffer_is_reused_only_after_its_async_download() -> None:
     sa.release_pinned_pool()
     n = 1 << 23
     stream = cuda.stream()
-    a = sa.full(n, 1.0, where="gpu")
+    a = sa.full(n, 0.0, where="gpu")
+    inc[(n + 255) // 256, 256](a)  # current on the device only (ones)
     a.to_host(stream)
     address = a._alloc.host.ctypes.data
     del a

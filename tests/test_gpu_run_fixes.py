@@ -127,7 +127,9 @@ def test_a_kernel_chain_takes_the_resident_path_for_read_and_written_arguments(
             accumulate[1, N](out, x)
     assert counts(t) == (1, 0)  # x uploaded once; nothing downloaded
     calls = spy.take()
-    assert calls[:2] == [(out.label, "inout", True), (x.label, "in", False)]  # x: an upload
+    # out is current on both sides (made filled) and written: the general path once (no
+    # copy); x: an upload
+    assert calls[:2] == [(out.label, "inout", False), (x.label, "in", False)]
     assert calls[2:] == [(out.label, "inout", True), (x.label, "in", True)] * 4
     assert out._alloc.state is State.DEVICE and not out.is_valid("host")
     assert x._alloc.state is State.BOTH  # read only: the host copy stays current
@@ -159,10 +161,12 @@ def test_a_kept_host_view_sees_every_write_and_blocks_the_resident_path(
     spy: ResidentSpy,
 ) -> None:
     a = sa.zeros(N, where="gpu")
-    increment[1, N](a)
+    increment[1, N](a)  # current on both sides (made filled), written: the general path
+    assert spy.take() == [(a.label, "inout", False)]
+    increment[1, N](a)  # device-only now: resident
     assert spy.take() == [(a.label, "inout", True)]
     h = np.asarray(a)  # a kept host export: both copies current from here on
-    for step in range(2, 5):
+    for step in range(3, 6):
         with sa.track_transfers() as t:
             increment[1, N](a)
         assert counts(t) == (0, 1)  # the download that keeps h current
@@ -170,6 +174,8 @@ def test_a_kept_host_view_sees_every_write_and_blocks_the_resident_path(
         np.testing.assert_array_equal(h, np.full(N, float(step)))
         assert a.location == "both"
     total = sa.zeros(N, where="gpu")
+    increment[1, N](total)  # device-only: resident from the first launch below
+    spy.take()
     with sa.track_transfers() as t:
         accumulate[1, N](total, a)  # a only read: nothing to refresh, still not resident
     assert counts(t) == (0, 0)
@@ -180,7 +186,7 @@ def test_a_kept_host_view_sees_every_write_and_blocks_the_resident_path(
         accumulate[1, N](total, a)  # the export is gone: a is resident (read, state BOTH)
     assert counts(t) == (0, 0)
     assert spy.take() == [(total.label, "inout", True), (a.label, "in", True)]
-    np.testing.assert_array_equal(np.asarray(total), np.full(N, 8.0))
+    np.testing.assert_array_equal(np.asarray(total), np.full(N, 11.0))
 
 
 @device
@@ -188,6 +194,7 @@ def test_mapped_memory_takes_the_general_path(spy: ResidentSpy) -> None:
     m = sa.zeros(N, where="gpu", host_memory="mapped")
     assert m.location == "both"  # one buffer, current on both sides
     out = sa.zeros(N, where="gpu")
+    out.mark_changed("gpu")  # device-only (zeros): resident
     with sa.track_transfers() as t:
         increment[1, N](m)
         accumulate[1, N](out, m)  # read: state BOTH with In, declined for the mapping
@@ -331,7 +338,9 @@ def test_the_same_allocation_twice_with_a_write(spy: ResidentSpy) -> None:
     expected[:N] += expected[N:]
     np.testing.assert_array_equal(np.asarray(y), expected)
     # Device copy alone current: no flag to change, both arguments are handed over.
-    z = sa.full(2 * N, 1.0, where="gpu")
+    z = sa.full(2 * N, 0.0, where="gpu")
+    increment[2, N](z)  # device-only (ones)
+    spy.take()
     with sa.track_transfers() as t:
         accumulate[1, N](z[:N], z[N:])
         accumulate[2, N](z, z)
@@ -346,7 +355,9 @@ def test_the_same_allocation_twice_with_a_write(spy: ResidentSpy) -> None:
 def test_a_read_only_array_given_to_a_writing_kernel_raises_as_before(
     spy: ResidentSpy,
 ) -> None:
-    a = sa.full(N, 2.0, where="gpu")
+    a = sa.full(N, 1.0, where="gpu")
+    increment[1, N](a)  # device-only (twos)
+    spy.take()
     data = np.full(N, 3.0)
     data.flags.writeable = False
     adopted = sa.SmartArray(data, copy=False, where="gpu")
@@ -380,7 +391,8 @@ def test_in_of_a_resident_array_is_resident_and_read_only(spy: ResidentSpy) -> N
     with sa.track_transfers() as t:
         copy_into[1, N](out, sa.In(a))
     assert counts(t) == (0, 0)
-    assert spy.take() == [(out.label, "inout", True), (a.label, "in", True)]
+    # out: current on both sides (made filled) and written, the general path (no copy)
+    assert spy.take() == [(out.label, "inout", False), (a.label, "in", True)]
     assert a.location == "gpu"
     with sa.track_transfers() as t, pytest.raises(ValueError, match="read-only"):
         increment[1, N](sa.In(a))  # the kernel's write hits a read-only array
@@ -396,7 +408,9 @@ def test_in_of_a_resident_array_is_resident_and_read_only(spy: ResidentSpy) -> N
 @simulator_only
 @pytest.mark.usefixtures("no_limit_after")
 def test_a_failed_launch_after_the_resident_path_changes_nothing(spy: ResidentSpy) -> None:
-    b = sa.full(N, 5.0, where="gpu")
+    b = sa.full(N, 4.0, where="gpu")
+    increment[1, N](b)  # device-only (fives): resident
+    spy.take()
     for kernel, bad_arguments in (
         (increment, (b, b)),  # one parameter
         (increment, (b, "text")),
@@ -717,7 +731,8 @@ def test_writable_and_read_only_arrays_type_as_two_smartarray_types() -> None:
 def test_njit_calls_with_a_device_only_argument_copy_only_what_the_function_needs() -> None:
     from numba._dispatcher import compute_fingerprint
 
-    a = sa.full(N, 2.0, where="gpu")
+    a = sa.full(N, 1.0, where="gpu")
+    increment[1, N](a)  # device-only (twos)
     with sa.track_transfers() as t:
         assert numba.typeof(a) == a._numba_type_
         assert total.typeof_pyval(a) == a._numba_type_
@@ -728,14 +743,17 @@ def test_njit_calls_with_a_device_only_argument_copy_only_what_the_function_need
         results = [total(a) for _ in range(20)]
     assert counts(t) == (0, 1) and results == [2.0 * N] * 20
     assert a.location == "both"
-    b = sa.full(N, 1.0, where="gpu")
+    b = sa.full(N, 0.0, where="gpu")
+    increment[1, N](b)  # device-only
     with sa.track_transfers() as t:
         for k in range(20):
             overwrite(b, float(k))
     assert counts(t) == (0, 1)  # the first call's download; later calls find it current
     assert b.location == "host"
     np.testing.assert_array_equal(np.asarray(b), np.full(N, 19.0))
-    readonly = np.broadcast_to(sa.full(N, 3.0, where="gpu"), (N,))
+    c = sa.full(N, 2.0, where="gpu")
+    increment[1, N](c)  # device-only (threes)
+    readonly = np.broadcast_to(c, (N,))
     with sa.track_transfers() as t:
         results = [total(readonly) for _ in range(20)]
     assert counts(t) == (0, 1) and results == [3.0 * N] * 20

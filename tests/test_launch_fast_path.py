@@ -106,9 +106,18 @@ def test_a_two_argument_chain_runs_at_most_five_calls_per_argument() -> None:
     np.testing.assert_array_equal(np.asarray(x), np.arange(N) + 4.0 + 2 * rounds)
 
 
-def test_a_five_argument_launch_runs_at_most_five_calls_per_argument() -> None:
-    arrays = [sa.full(N, float(k), where="gpu") for k in range(4)]
+@pytest.mark.parametrize("inputs", ["device_only", "made_on_device"])
+def test_a_five_argument_launch_runs_at_most_five_calls_per_argument(inputs: str) -> None:
+    # Inputs current on the device only (a kernel wrote them), or on both sides (made with
+    # where='gpu', never used on the host: only read, they take the path too).
+    if inputs == "device_only":
+        arrays = [sa.full(N, k - 1.0, where="gpu") for k in range(4)]
+        for a in arrays:
+            inc[1, N](a)
+    else:
+        arrays = [sa.full(N, float(k), where="gpu") for k in range(4)]
     out = sa.zeros(N, where="gpu")
+    inc[1, N](out)  # device-only, as a kernel chain leaves it
     sum_of_four[1, N](*arrays, out)
     rounds = 10
 
@@ -121,7 +130,8 @@ def test_a_five_argument_launch_runs_at_most_five_calls_per_argument() -> None:
     assert counts(t) == (0, 0)
     assert per_argument(calls, rounds, 5) <= TARGET, calls
     assert calls["_core/coherence.py:launch_value"] == 5 * rounds
-    assert [a.location for a in (*arrays, out)] == ["gpu"] * 5
+    where = "gpu" if inputs == "device_only" else "both"
+    assert [a.location for a in (*arrays, out)] == [where] * 4 + ["gpu"]
     np.testing.assert_array_equal(np.asarray(out), np.full(N, 6.0))
 
 
@@ -160,7 +170,9 @@ def test_the_gpu_launch_hook_takes_the_same_path() -> None:
     # once per launch, so the arguments' streams need no further check.
     hooked = _launch._hooked_call(numba_cuda_launch)
     dispatcher = Dispatcher(add_into.py_func)
-    x, y = sa.full(N, 1.0, where="gpu"), sa.zeros(N, where="gpu")
+    x, y = sa.full(N, 0.0, where="gpu"), sa.zeros(N, where="gpu")
+    inc[1, N](x)  # both current on the device only, as a kernel chain leaves them
+    inc[1, N](y)
     first = hooked(dispatcher, (x, y), LaunchConfig(CoreStream()))
     rounds = 10
 
@@ -235,7 +247,9 @@ def test_views_of_other_layouts_get_their_own_launch_values() -> None:
 
 
 def test_explicit_intents_take_the_path_too() -> None:
-    x, out = sa.full(N, 2.0, where="gpu"), sa.zeros(N, where="gpu")
+    x, out = sa.full(N, 1.0, where="gpu"), sa.zeros(N, where="gpu")
+    inc[1, N](x)  # both current on the device only (x: twos)
+    inc[1, N](out)
     copy_into[1, N](sa.InOut(out), sa.In(x))
     calls = smartarray_calls(lambda: copy_into[1, N](sa.InOut(out), sa.In(x)))
     assert calls["_core/coherence.py:launch_value"] == 2

@@ -93,7 +93,8 @@ def test_clean_copies_go_first_at_no_cost() -> None:
         new = sa.empty(N, where="gpu")
     assert counts(t) == (0, 0, 0)
     assert clean.location == "host" and clean._alloc.device is None
-    assert dirty.location == "gpu" and new.location == "gpu"
+    # (new: made on the device, undefined bytes, current on both sides with no host buffer)
+    assert dirty.location == "gpu" and new.location == "both" and new._alloc.device is not None
     np.testing.assert_array_equal(np.asarray(clean), np.arange(N))
 
 
@@ -311,11 +312,13 @@ def test_spills_inside_no_transfers_are_refused() -> None:
     inc[1, N](dirty)
     clean.to_gpu()
     with sa.no_transfers():
-        kept = sa.empty(N, where="gpu")  # the clean copy goes: no copy needed
+        kept = sa.zeros(N, where="gpu")  # the clean copy goes: no copy needed
+        inc[1, N](kept)  # (made current on both sides: a kernel makes it dirty)
         with pytest.raises(MemoryError):
             sa.empty(N, where="gpu")  # only a spill would make room
     assert dirty.location == "gpu" and kept.location == "gpu" and clean.location == "host"
     np.testing.assert_array_equal(np.asarray(dirty), np.arange(N) + 1)
+    np.testing.assert_array_equal(np.asarray(kept), np.ones(N))
     del c
 
 

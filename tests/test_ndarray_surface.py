@@ -75,12 +75,13 @@ def test_setting_shape_changes_only_that_object_and_refreshes_caches() -> None:
 @pytest.mark.device
 def test_setting_shape_of_a_device_only_array_copies_nothing() -> None:
     a = sa.zeros(8, where="gpu")
+    inc[1, 8](a)  # current on the device only
     with sa.no_transfers():
         a.shape = (2, 4)
     assert a.location == "gpu"
     flat = a.reshape(-1)
     inc[1, 8](flat)
-    np.testing.assert_array_equal(np.asarray(a), np.ones((2, 4)))
+    np.testing.assert_array_equal(np.asarray(a), np.full((2, 4), 2.0))
 
 
 # --- buffer protocol ---------------------------------------------------------------------

@@ -1545,8 +1545,12 @@ def test_host_writes_invalidate_the_device_copy(
 
 @pytest.mark.device
 def test_zeros_on_device_then_views_reads_and_writes() -> None:
-    a = sa.zeros(8, where="gpu")
-    assert a.location == "gpu"
+    z = sa.zeros(8, where="gpu")  # filled on the device now, on the host where first used
+    assert z.location == "both"
+    with sa.track_transfers() as t:
+        assert z[2:5].sum() == 0.0 and z[7] == 0.0
+    assert t.count == 0 and z.location == "both"
+    a = _device_only(np.zeros(8))  # (as a kernel leaves it)
     with sa.track_transfers() as t:
         view = a[2:5]
         assert view.shape == (3,)
@@ -1559,7 +1563,7 @@ def test_zeros_on_device_then_views_reads_and_writes() -> None:
     assert a.location == "gpu" and a[2:5].location == a[7:].location == "both"
     view[1] = 3.0
     assert not a.is_valid("gpu") and a[3] == 3.0
-    filled = sa.full(8, 2.0, where="gpu")
+    filled = _device_only(np.full(8, 2.0))
     with sa.track_transfers() as t:
         filled.fill(5.0)  # overwrites everything: the stale host copy is not fetched
     assert t.count == 0 and filled.location == "host"
@@ -1576,10 +1580,15 @@ def test_device_only_copy_and_like_stay_on_device() -> None:
         e = np.empty_like(a)
         r = a.reshape(2, 3)
     assert t.count == 0
-    assert c.location == "gpu" and z.location == "gpu" and e.location == "gpu"
+    # z and e are made on the device (their device buffers made now), current on both sides
+    # (a fill, or undefined bytes: their host buffers are made where first used, no copy)
+    assert c.location == "gpu" and z.location == "both" and e.location == "both"
+    assert z._alloc.device is not None and e._alloc.device is not None
     assert r.location == "gpu" and a.location == "gpu"
     np.testing.assert_array_equal(host(c), x)
-    np.testing.assert_array_equal(host(z), np.zeros(6))
+    with sa.track_transfers() as t:
+        np.testing.assert_array_equal(host(z), np.zeros(6))
+    assert t.count == 0
 
 
 @pytest.mark.device

@@ -417,11 +417,6 @@ def test_upload_does_not_cross_a_launch_in_flight(gap_bytes: int | None) -> None
     ],
     ids=["zeros", "full", "ones", "zeros_like", "full_like"],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 29 item 8, not done yet: arrays made with where='gpu' start device-only "
-    "(filled there), so a first host read downloads them",
-)
 def test_device_fills_are_never_downloaded(make: object) -> None:
     a = make(1000)  # type: ignore[operator]
     expected = np.array(a._alloc._fill[0] if a._alloc._fill else np.nan)
@@ -545,3 +540,192 @@ def test_writes_through_an_export_of_empty_equal_to_old_bytes_reach_the_device()
     a.to_gpu()
     assert np.array_equal(a.get("gpu").copy_to_host(), x)
     assert np.array_equal(np.array(a), x)
+
+
+# A CUDA ufunc call whose bookkeeping raises after the kernel ran: no output is left in
+# flight (a leaked entry in Allocation._writers kept the array MIXED and its launch pinned).
+
+
+def test_a_ufunc_output_whose_labelling_raises_is_not_left_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from numba import vectorize
+
+    from smartarray._core import coherence as _coherence
+    from smartarray._core import memory as _memory
+
+    @vectorize(["float64(float64, float64)"], target="cuda")
+    def add2(a, b):  # type: ignore[no-untyped-def]
+        return a + b
+
+    x = sa.SmartArray(np.arange(8.0))
+    out = sa.SmartArray(np.zeros(8))
+    add2(x, x, out=out)  # (compiled; out device-only)
+    original = _coherence.Allocation.device_written
+
+    def failing(self: object, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("bookkeeping failed")
+
+    monkeypatch.setattr(_coherence.Allocation, "device_written", failing)
+    with pytest.raises(RuntimeError, match="bookkeeping failed"):
+        add2(x, x, out=out)
+    monkeypatch.setattr(_coherence.Allocation, "device_written", original)
+    assert out._alloc._writers == []
+    assert not [p for p in _memory._BUDGET.launches if out._alloc.key in p.states]
+    np.testing.assert_array_equal(np.asarray(x), np.arange(8.0))
+
+
+# The segment cap's uploads (toward the device) go on the stream of the operation that
+# passed the cap, ordered after earlier device work on the array (a kernel on another stream
+# may still read the device bytes they replace), not on an unordered stream of their own.
+
+
+def test_the_caps_uploads_go_on_the_operations_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    from smartarray._core import transfer as _transfer
+
+    a = sa.SmartArray(np.zeros(400))
+    s = cuda.stream()
+    streams: list[object] = []
+    original = _transfer.host_to_device
+
+    def recording(*args: object, **kwargs: object) -> None:
+        streams.append(kwargs.get("stream"))
+        original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_transfer, "host_to_device", recording)
+    expected = np.zeros(400)
+    alloc = a._alloc
+    # (kernels on ``s`` writing one element each, as a launch on ``s`` records them: the
+    # simulator's launches pass no stream to their arguments)
+    for k in range(1, 400, 4):
+        device = alloc.prepare_device_write(True, s)
+        device[k : k + 1].copy_to_device(np.full(1, 2.0), stream=s)
+        alloc.device_written(s, ((8 * k, 8 * k + 8),))
+        expected[k] = 2.0
+    s.synchronize()
+    assert streams and all(x is s for x in streams), streams
+    assert alloc._segments is None or len(alloc._segments.labels) <= 64
+    assert np.array_equal(np.array(a), expected)
+
+
+@simulator_only
+@pytest.mark.parametrize("resident", [False, True])
+def test_free_device_during_another_threads_launch_is_refused(resident: bool) -> None:
+    # Dropping the device buffer while another thread's kernel writes it would lose the
+    # kernel's results: refused with a clear error, data and flags unchanged.
+    a = sa.SmartArray(np.zeros(200))
+    _gate.set()
+    if resident:  # device-only: the launch fast path
+        for _ in range(2):
+            add_then_wait[1, 256](a, 0.0)
+    else:
+        a.to_gpu()
+    raised: list[BaseException] = []
+
+    def host() -> None:
+        try:
+            a.free_device()
+        except RuntimeError as exc:
+            raised.append(exc)
+
+    _launch_while(lambda: add_then_wait[1, 256](a, 1.0), host)
+    assert raised and "in flight" in str(raised[0])
+    assert a._alloc._writers == []
+    assert np.array_equal(np.array(a), np.ones(200))
+    a.free_device()  # (once the launch returned)
+    assert np.array_equal(np.array(a), np.ones(200))
+
+
+def test_the_caps_staged_download_scratch_is_bounded_by_the_bytes_copied() -> None:
+    from smartarray._core import transfer as _transfer
+
+    n = 3 << 20  # bytes
+    device = cuda.to_device(np.arange(n, dtype=np.uint64).view(np.uint8)[:n])
+    host = np.zeros(n, dtype=np.uint8)
+    expected = host.copy()
+    source = device.copy_to_host()
+    near = [(0, 8), (64, 72)]  # (one staged copy of the span)
+    far = [(0, 8), (n - 8, n)]  # (each run on its own: no 3 MiB scratch for 16 bytes)
+    with sa.track_transfers() as t:
+        _transfer.device_to_host_staged(device, host, label="x", runs=near)
+        _transfer.device_to_host_staged(device, host, label="x", runs=far)
+    assert [r.nbytes for r in t.records] == [72, 8, 8]
+    for a, b in near + far:
+        expected[a:b] = source[a:b]
+    assert np.array_equal(host, expected)
+
+
+def test_an_empty_arrays_host_bytes_are_the_arrays_once_its_host_buffer_exists() -> None:
+    # Found by the per-byte machine: after element writes and a write through a kept export
+    # that changed all but one byte of an element, that byte stayed labelled current on
+    # both sides (never written) though no device buffer held it.
+    from raw_state import raw_state
+
+    a = sa.empty(4)
+    h = np.asarray(a)
+    h.view(np.uint8)[0] ^= 1  # (one byte of element 0 changes: the others equal the old)
+    assert {where for _, _, where in raw_state(a).ranges} == {"host"}
+    assert np.array_equal(a.get("gpu").copy_to_host(), h)
+
+
+@simulator_only
+def test_a_host_write_of_a_stale_element_equal_to_its_old_host_bytes_is_kept() -> None:
+    # Found by the per-byte machine: during another thread's launch, a host write of an
+    # element whose host copy is stale (current on the device only) recorded the host
+    # bytes before the write to tell later which bytes it changed; writing the value the
+    # stale host bytes already held changed no host byte, so the launch's end labelled
+    # the element device-current, where the old value was.
+    a = sa.SmartArray(np.full(300, 40, dtype=np.int16))
+    evens, odds = a[0::2], a[1::2]
+    _gate.set()
+    add_then_wait[1, 256](evens, -1)  # evens: 39 on the device only (40 on the host)
+    a.to_gpu()
+
+    def host() -> None:
+        for i in range(0, 150, 2):
+            evens[i] = 40  # (the host bytes held 40 already)
+
+    _launch_while(lambda: add_then_wait[1, 256](odds, 11), host)
+    expected = np.full(300, 40, dtype=np.int16)
+    expected[0::2] = 39
+    expected[0::4] = 40
+    expected[1::2] = 51
+    assert np.array_equal(np.array(a), expected)
+
+
+@simulator_only
+@pytest.mark.parametrize("rows", [64, 65, 200])
+def test_another_threads_upload_of_a_covering_range_keeps_a_launchs_results(rows: int) -> None:
+    # Found by the per-byte machine: while a kernel wrote the evens (its bytes labelled
+    # host-current until the launch is enqueued), another thread's to_gpu() of the odds
+    # uploaded their covering range, evens included: old host values over the kernel's.
+    a = sa.SmartArray(np.zeros(2 * rows))
+    evens, odds = a[0::2], a[1::2]
+    a.to_gpu()
+
+    def host() -> None:
+        odds[...] = 5.0
+        odds.to_gpu()
+
+    _launch_while(lambda: add_then_wait[1, 256](evens, 1.0), host)
+    expected = np.zeros(2 * rows)
+    expected[0::2] = 1.0
+    expected[1::2] = 5.0
+    assert np.array_equal(np.array(a), expected)
+    _gate.set()
+    add_then_wait[1, 256](odds, 1.0)  # (the device's odds are current too)
+    expected[1::2] = 6.0
+    assert np.array_equal(np.array(a), expected)
+
+
+def test_an_out_launch_overwrites_bytes_written_earlier_through_an_export() -> None:
+    # Found by the per-byte machine: writes through a kept export made before a launch were
+    # counted again when a launch writing those bytes (Out, the whole array) ended, so its
+    # results were labelled stale.
+    a = sa.SmartArray(np.arange(4, dtype=np.int16))
+    fill[1, 32](a, 26)
+    h = np.asarray(a)
+    h[...] = 6  # (found before the next launch: host-current)
+    fill[1, 32](sa.Out(a), -3)
+    assert np.array_equal(np.asarray(a), np.full(4, -3, dtype=np.int16))
+    assert np.array_equal(h, np.full(4, -3, dtype=np.int16))

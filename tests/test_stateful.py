@@ -182,7 +182,8 @@ class CoherenceMachine(RuleBasedStateMachine):
                 self.handed_out = True
         elif made in ("zeros", "full"):
             # Made with no data: current on both sides, each side's buffer made and filled
-            # where it is first used (no copy, ever); with where='gpu', on the device at once.
+            # where it is first used (no copy, ever); with where='gpu', on the device at once
+            # (current on both sides all the same: the host buffer is filled where made).
             self.model[:] = 0.0 if made == "zeros" else data[0]
             self.array = self.expect_step(
                 lambda: (
@@ -191,10 +192,11 @@ class CoherenceMachine(RuleBasedStateMachine):
                     else sa.full(N, data[0], where=where)
                 )
             )
-            self.bytes = ByteModel(host=where == "host", device=True)
+            self.bytes = ByteModel(host=True, device=True)
         else:  # empty, then every element assigned on the host: no copy
             self.array = self.expect_step(lambda: sa.empty(N, where=where))
-            self.bytes = ByteModel(host=where == "host", device=True)
+            self.bytes = ByteModel(host=True, device=True)  # (undefined bytes: never copied)
+            assert self.array.location == "both"
             self.expect_step(lambda: self.array.__setitem__(slice(None), self.model))
             self.host_written()
         assert self.array.location == self.bytes.location()

@@ -180,6 +180,7 @@ class BudgetMachine(RuleBasedStateMachine):
 
     @rule(i=which, v=value)
     def replaces_with_a_device_born_array(self, i: int, v: float) -> None:
+        # (filled on the device now, current on both sides: its host buffer made where used)
         new, _ = self.step(lambda: sa.full(N, v, where="gpu"))
         self.handed_out.discard(self.arrays[i].label)
         self.arrays[i] = new  # the old one dies: its device memory is uncharged
@@ -196,8 +197,12 @@ class BudgetMachine(RuleBasedStateMachine):
             # each copy marked current there holds the model's bytes.
             alloc = array._alloc
             want = expected.view(np.uint8)
-            host = None if alloc.host is None else alloc.host.view(np.uint8)
-            device = None if alloc.device is None else alloc.device.copy_to_host().view(np.uint8)
+            # (an array made with no data: a side whose buffer is not made yet holds the fill,
+            # made and filled there when first used)
+            fill = alloc._fill
+            filled = None if fill is None else np.full(N, fill[0]).view(np.uint8)
+            host = filled if alloc.host is None else alloc.host.view(np.uint8)
+            device = filled if alloc.device is None else alloc.device.copy_to_host().view(np.uint8)
             ranges = alloc.ranges()
             assert ranges[0][0] == 0 and ranges[-1][1] == NBYTES
             for lo, hi, where in ranges:

@@ -49,16 +49,23 @@ def test_other_arrays_raise_numpys_error_without_reading(shape: tuple[int, ...])
 @pytest.mark.device
 def test_device_only_truth_copies_nothing_unless_one_element() -> None:
     a = sa.zeros((4, 4), where="gpu")
+    a.mark_changed("gpu")  # current on the device only
     with sa.no_transfers():
         for array in (a, a[0], a[:0]):
             with pytest.raises(ValueError, match="ambiguous"):
                 bool(array)
     assert a.location == "gpu"
     one = sa.full(1, 3.0, where="gpu")
+    one.mark_changed("gpu")
     with sa.track_transfers() as stats:
         assert bool(one)
     assert (stats.h2d_count, stats.d2h_count) == (0, 1)
     assert one.location == "both"
+    made = sa.full(1, 3.0, where="gpu")  # current on both sides: filled on the host, no copy
+    with sa.track_transfers() as stats:
+        assert bool(made)
+    assert (stats.h2d_count, stats.d2h_count) == (0, 0)
+    assert made.location == "both"
 
 
 @pytest.mark.device

@@ -20,7 +20,8 @@ def copy(dst, src):  # reads src only
 
 
 # --8<-- [start:host]
-x = sa.full(4, 1.0, where="gpu")  # current on the device only
+x = sa.empty(4, where="gpu")
+copy[1, 4](sa.Out(x), sa.full(4, 1.0, where="gpu"))  # x: current on the device only
 y = sa.zeros(4)
 
 with sa.track_transfers() as t:

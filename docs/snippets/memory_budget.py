@@ -47,7 +47,7 @@ with sa.track_transfers() as t:
 assert t.count == 0 and arrays[3].location == "host"
 # --8<-- [end:budget]
 assert (t.h2d_count, t.d2h_count, t.spill_count) == (0, 0, 0)
-assert [x.location for x in arrays] == ["host"] * 4 + ["gpu"] * 2 and fresh.location == "gpu"
+assert [x.location for x in arrays] == ["host"] * 4 + ["gpu"] * 2 and fresh.location == "both"
 
 # --8<-- [start:too-big]
 # A launch whose arguments alone do not fit: MemoryError, and nothing is lost.

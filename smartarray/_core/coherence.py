@@ -17,8 +17,9 @@ The state is one of three::
 ``HOST``: only the host copy is current. ``DEVICE``: only the device copy is current.
 ``BOTH``: both copies hold the same bytes. Reads move to ``BOTH`` (copying once if needed);
 writes move to the side that was written. Mapped host memory is always ``BOTH``: the device
-reads and writes it directly. A new array starts in ``HOST`` (made on the host) or ``DEVICE``
-(made with ``where='gpu'``); an array that has no device buffer yet is in ``HOST``.
+reads and writes it directly. A new array made from data starts in ``HOST`` (made on the
+host) or ``BOTH`` (uploaded: ``where='gpu'``); an array that has no device buffer yet is in
+``HOST``, unless it was made with no data (below).
 
 **Byte ranges.** The diagram holds for every byte. Reads and writes of a view name the bytes
 they touch (its *extent*, :func:`smartarray._core.ranges.extent_of`): a write makes exactly
@@ -30,7 +31,12 @@ the bytes are not all in one state, the allocation is in state ``MIXED`` and kee
 **Filled where first used.** An array made by ``empty``/``zeros``/``ones``/``full`` starts in
 ``BOTH`` with neither buffer (``_fill``): each side's buffer is made, and filled there (numpy
 on the host, a memset or a fill kernel on the device), when that side first needs it; nothing
-is copied for it.
+is copied for it. With ``where='gpu'`` the device buffer is made (and filled) at once
+(:meth:`Allocation.fill_device`), the host's still when first used. ``empty``'s bytes are
+undefined: the two buffers hold different bytes, both "current", until a copy or a write
+makes them one; the bytes still so when an ``np.asarray`` export is taken (which may write
+them unseen: :meth:`check_host_exports` sees only changed bytes) are the host's from then on
+(``_undefined``).
 
 All transitions, and the copies they imply, run under the allocation's re-entrant lock.
 Copies go through :mod:`smartarray._core.transfer` (the ledger); memory comes from
@@ -59,10 +65,16 @@ from . import memory as _memory
 from . import pinned_pool as _pinned_pool
 from . import transfer as _transfer
 from .errors import HostMemory, TransferError, Where
-from .ranges import MAX_SEGMENTS, Extent, Segments, coalesce, coalesce_bytes
+from .ranges import MAX_SEGMENTS, Extent, Segments, coalesce, coalesce_bytes, extent_of
 
 _labels = itertools.count(1)
 _keys = itertools.count(1)
+
+
+# A launch's write in flight (see Allocation._writers): the launch, its thread, the bytes it
+# writes (None: all), the host writes other threads made into them meanwhile, and the bytes
+# whose host copy stands for the device's until the launch is enqueued.
+_Writer = tuple[object, int, "Extent | None", list[Any], list[tuple[int, int]]]
 
 
 class State(enum.Enum):
@@ -138,6 +150,11 @@ class Allocation:
         # Until both buffers exist, for an array made filled (zeros, full…: ``(value,)``) or
         # uninitialised (``(UNDEFINED,)``, empty): what a buffer holds when it is made.
         self._fill: tuple[Any] | None = None
+        # For ``empty``, once its host buffer was made after its device buffer: the byte
+        # ranges (sorted, disjoint) labelled BOTH since then with no copy or write, whose two
+        # buffers hold different (undefined) bytes. Any relabelling takes bytes out
+        # (_set_state); a host export makes the rest host-current (watch_host_exports).
+        self._undefined: list[tuple[int, int]] = []
         # Byte ranges that begin_device_write made HOST for the launch being prepared: the
         # device copy still equals the host copy there, for the rest of that launch.
         self._launch_ranges: list[tuple[int, int]] = []
@@ -147,7 +164,7 @@ class Allocation:
         # MIXED (host writes take the paths that record them: _note_host_write), no coalesced
         # upload crosses its extent, and device_written labels device-written only the bytes
         # of its extent that no other thread wrote on the host meanwhile.
-        self._writers: list[tuple[object, int, Extent | None, list[Any]]] = []
+        self._writers: list[_Writer] = []
         self.host_memory: HostMemory = host_memory
         # The default label is formatted when first read (most arrays are never named).
         self._label = label
@@ -285,6 +302,24 @@ class Allocation:
             self._fill = (value,)
             return True
 
+    def fill_device(self, value: Any, stream: Any = None) -> bool:
+        """Make a new allocation from :meth:`filled` whose host buffer is not made yet
+        filled with ``value`` instead: its device buffer is made now if there is none
+        (within the device memory budget) and filled on the device on ``stream`` (a memset
+        or a fill kernel), its host buffer filled on the host when made; no copy, both
+        copies current (``BOTH``). False (nothing changed) for any other allocation."""
+        with self.lock:
+            if self._fill is None or self.host is not None:
+                return False
+            self._fill = (value,)
+            if self.device is None:
+                self._device_buffer(stream)  # (made filled with it)
+                return True
+            self._order_after_device_work(stream)
+            _backend.device_fill(self.device, value, stream)
+            self._note_device_work(stream)
+            return True
+
     @classmethod
     def on_device(
         cls,
@@ -344,6 +379,16 @@ class Allocation:
             return state.value == where
         return not self._runs(extent, State.DEVICE if where == "host" else State.HOST)
 
+    def on_device_side(self, extent: Extent | None = None) -> bool:
+        """True when the bytes of ``extent`` (None: all) are where device work would use
+        them as they are: current on the device, and stale on the host or with no host
+        buffer made yet (an array made with no data that only the device used yet, e.g.
+        ``zeros(n, where='gpu')``: current on both sides). Copies and ``*_like`` arrays of
+        such data are made on the device, and DLPack exports it from there."""
+        return self.is_valid("gpu", extent) and (
+            not self.is_valid("host", extent) or (self.host is None and self.device is not None)
+        )
+
     def location(self, extent: Extent | None = None) -> str:
         """Where the bytes of ``extent`` (None: all) are current: ``'both'``, ``'host'`` or
         ``'gpu'`` when every byte is current there (``'host'``: on the host, and on the
@@ -383,7 +428,9 @@ class Allocation:
             return [(0, self.nbytes)] if extent is None else list(extent)
         return segments.runs(extent, label)
 
-    def _set_state(self, extent: Extent | None, label: State, side: State | None = None) -> None:
+    def _set_state(
+        self, extent: Extent | None, label: State, side: State | None = None, stream: Any = None
+    ) -> None:
         """Put the bytes of ``extent`` (None: all) in state ``label``: the only place a
         state changes (a whole allocation's, or part of it).
 
@@ -391,8 +438,13 @@ class Allocation:
         writes, DEVICE for device ones): past :data:`MAX_SEGMENTS` segments the labels are
         coarsened toward it (:meth:`_cap`), so that no byte of that operation is relabelled
         stale on its side. None leaves the count as it is (for a launch being prepared, whose
-        ``device_written`` coarsens).
+        ``device_written`` coarsens). ``stream``: the operation's stream, on which the
+        coarsening's uploads are ordered (None: the host waits for earlier device work).
         """
+        if self._undefined:  # (relabelled: copied or written, or stale on one side)
+            self._undefined = (
+                [] if extent is None else _minus(self._undefined, coalesce(sorted(extent), 0))
+            )
         if extent is None:
             if self._writers:  # (MIXED while a launch's write is in flight: no fast path)
                 self.state = State.MIXED
@@ -411,14 +463,14 @@ class Allocation:
         self.state = State.MIXED
         self._segments = segments
         if side is not None:
-            self._cap_if_over(side)
+            self._cap_if_over(side, stream)
         self._normalise()
 
-    def _cap_if_over(self, side: State) -> None:
+    def _cap_if_over(self, side: State, stream: Any = None) -> None:
         """:meth:`_cap` toward ``side`` if there are more than :data:`MAX_SEGMENTS` segments."""
         segments = self._segments
         if segments is not None and len(segments.labels) > MAX_SEGMENTS:
-            self._cap(side)
+            self._cap(side, stream)
 
     def _normalise(self) -> None:
         """One state for the whole allocation when its segments agree (and no launch's write
@@ -430,7 +482,7 @@ class Allocation:
                 self.state = uniform
                 self._segments = None
 
-    def _cap(self, side: State) -> None:
+    def _cap(self, side: State, stream: Any = None) -> None:
         """Bring the segments back to at most :data:`MAX_SEGMENTS`, losing no byte.
 
         Two moves, cheapest first, each labelling bytes only with a side that holds them:
@@ -449,6 +501,8 @@ class Allocation:
         written): they are never relabelled toward the other side, and the side is never
         changed (the operation needs it): the count then stays over the cap until an
         operation on the other side (nothing is lost); inside ``no_transfers()`` too.
+        Uploads are made on ``stream`` (the operation's), ordered after earlier device work
+        on the allocation (a kernel on another stream may still read the bytes they replace).
         """
         segments = self._segments
         assert segments is not None
@@ -471,9 +525,12 @@ class Allocation:
                 if side is State.HOST:
                     self._download_staged(runs)
                 else:
-                    self._upload_runs(None, runs)
-            except TransferError:
-                return  # (no_transfers(): over the cap until the next operation)
+                    self._order_after_device_work(stream)
+                    self._upload_runs(stream, runs)
+            except (TransferError, MemoryError):
+                # (no_transfers(), or no room for the copy: over the cap until the next
+                # operation; the labels are still true, nothing was relabelled yet)
+                return
             segments.assign(window[0], window[1], side)
 
     def _drop_stale_writers(self, keep: object) -> None:
@@ -492,7 +549,7 @@ class Allocation:
         :meth:`_drop_stale_writers`)."""
         me = threading.get_ident()
         spans: list[tuple[int, int]] = []
-        for owner, thread, extent, _ in self._writers:
+        for owner, thread, extent, _, _ in self._writers:
             if owner is not launch and (own or thread != me):
                 spans.extend(((0, self.nbytes),) if extent is None else extent)
         return coalesce(sorted(spans), 0) if spans else spans
@@ -514,12 +571,18 @@ class Allocation:
         me = threading.get_ident()
         intervals = [(0, self.nbytes)] if extent is None else list(extent)
         host = self.host
-        for _, thread, written, records in self._writers:
+        for _, thread, written, records, _ in self._writers:
             if thread == me or not _overlap(written, extent):
                 continue
             for lo, hi in _intersect(intervals, written, self.nbytes):
                 if before and host is not None:
-                    records.append((me, lo, hi, _bytes_of(host)[lo:hi].copy()))
+                    # Where the host copy is stale, the write changes the array even where
+                    # it leaves the host bytes as they were: those bytes count whole.
+                    stale = self._runs(((lo, hi),), State.DEVICE)
+                    for a, b in stale:
+                        records.append((me, a, b, None))
+                    for a, b in _minus([(lo, hi)], stale) if stale else ((lo, hi),):
+                        records.append((me, a, b, _bytes_of(host)[a:b].copy()))
                 elif not any(
                     t == me and c is not None and a <= lo and hi <= b for t, a, b, c in records
                 ):
@@ -538,13 +601,58 @@ class Allocation:
 
     def _end_write(self, launch: object, extent: Extent | None) -> list[tuple[int, int]]:
         """``launch``'s write of ``extent`` is no longer in flight; returns the host writes
-        other threads made into it meanwhile."""
+        other threads made into it meanwhile: recorded ones, and writes through kept host
+        exports into bytes current on both sides when the launch began (those it labelled
+        host-current, see begin_device_write) or since (downloaded meanwhile)."""
         for k, entry in enumerate(self._writers):
             if entry[0] is launch and entry[2] == extent:
                 del self._writers[k]
+                written = self._host_written_during(entry[3])
+                if self._host_snapshot is not None and self.host_memory != "mapped":
+                    watched = coalesce(sorted(entry[4] + self._runs(extent, State.BOTH)), 0)
+                    exported = self._export_writes(watched)
+                    if exported:
+                        written = coalesce(sorted(written + exported), 0)
                 self._normalise()
-                return self._host_written_during(entry[3])
+                return written
         return []
+
+    def _held_in_flight(
+        self, runs: list[tuple[int, int]], launch: object
+    ) -> list[tuple[int, int]]:
+        """``runs`` (host-current bytes to upload) less the bytes another thread's launch in
+        flight may be writing on the device, unless a host write changed them since the
+        launch began. Those bytes are host-current only because the launch holds them: its
+        host copy stands for the device's old bytes (:meth:`begin_device_write`), or the
+        kernel overwrites them whole (an ``Out`` never uploaded); uploading them would copy
+        old values over the kernel's results. They stay host-current until the launch is
+        enqueued (then device-written)."""
+        me = threading.get_ident()
+        held: list[tuple[int, int]] = []
+        for owner, thread, extent, records, _ in self._writers:
+            if owner is launch or thread == me:
+                continue
+            span = [(0, self.nbytes)] if extent is None else list(extent)
+            written = self._host_written_during(records) if records else []
+            held.extend(_minus(span, written) if written else span)
+        if not held:
+            return runs
+        return _minus(runs, coalesce(sorted(held), 0))
+
+    def _export_writes(self, runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The bytes of ``runs`` (bytes current on both sides when the snapshot took them)
+        written through host exports since, exactly (a launch ending keeps them out of its
+        device-written labels: :meth:`check_host_exports` does not look while a launch is
+        prepared)."""
+        snapshot = self._host_snapshot
+        if snapshot is None or self.host is None:
+            return []
+        host = _bytes_of(self.host)
+        found: list[tuple[int, int]] = []
+        for lo, hi in runs:
+            if not np.array_equal(host[lo:hi], snapshot[lo:hi]):
+                found.extend(_differing(host[lo:hi], snapshot[lo:hi], lo))
+        return found
 
     def _forget_writes(self, launch: object) -> None:
         """None of ``launch``'s writes is in flight any more (it failed)."""
@@ -629,6 +737,13 @@ class Allocation:
         and the host copy complete: no copy into it pending). Without host memory for it,
         the device copy is treated as stale instead (``BOTH`` -> ``HOST``): never stale data,
         one upload at the next device use."""
+        if self._undefined:
+            # ``empty``'s undefined bytes: the exports may write them unseen (a write equal to
+            # the host byte it replaces), and the device's differ: the host's are the array's.
+            undefined = self._runs(tuple(self._undefined), State.BOTH)  # (_cap may relabel)
+            self._undefined = []
+            if undefined:
+                self._set_state(tuple(undefined), State.HOST, State.HOST)
         if (
             self._host_snapshot is None
             and (self.state is State.BOTH or self.state is State.MIXED)
@@ -690,6 +805,8 @@ class Allocation:
                 runs = self._runs(extent, State.HOST)
                 if launch is not None and self._launch is launch and runs:
                     runs = _minus(runs, self._launch_ranges)  # (equal for this launch)
+                if runs and self._writers:
+                    runs = self._held_in_flight(runs, launch)
                 if runs:
                     self._upload(stream, runs, launch)
             return device
@@ -699,7 +816,7 @@ class Allocation:
         ``launch``, the launch being prepared, if any)."""
         self._upload_runs(stream, runs, launch)
         whole = runs == [(0, self.nbytes)]
-        self._set_state(None if whole else tuple(runs), State.BOTH, State.DEVICE)
+        self._set_state(None if whole else tuple(runs), State.BOTH, State.DEVICE, stream)
         if whole:  # (a copy of the host data: nothing written through a hand-out is left)
             self._end_hand_out()
         self._took_into_snapshot(runs)
@@ -773,7 +890,11 @@ class Allocation:
                 self._end_hand_out()
                 return  # spilled once nothing held it: the host copy holds what was written
             stale = State.DEVICE if where == "host" else State.HOST
-            if self._runs(extent, stale):
+            stale_runs = self._runs(extent, stale)
+            if stale_runs and where == "gpu" and self._writers:
+                # (bytes another thread's launch in flight holds are equal on both sides)
+                stale_runs = self._held_in_flight(stale_runs, None)
+            if stale_runs:
                 # Writes to a stale copy would be lost (or mixed with stale bytes).
                 raise RuntimeError(
                     f"{self.label}: mark_changed({where!r}) on an array whose "
@@ -890,11 +1011,13 @@ class Allocation:
             # writes of other threads into ``extent`` are recorded (see _writers).
             if self._writers:
                 self._drop_stale_writers(launch)
-            self._writers.append((launch, threading.get_ident(), extent, []))
+            both = self._runs(extent, State.BOTH)
+            # (``both``: the bytes whose host copy stands for the device's until the launch
+            # is enqueued; uploads for others never copy them: see _held_in_flight)
+            self._writers.append((launch, threading.get_ident(), extent, [], both))
             if self._segments is None:
                 self._segments = Segments(self.nbytes, self.state, State.BOTH)
                 self.state = State.MIXED
-            both = self._runs(extent, State.BOTH)
             if both:
                 whole = extent is None and self._segments.uniform() is State.BOTH
                 # (not coarsened now: device_written does, with the launch's labels)
@@ -925,35 +1048,38 @@ class Allocation:
             self._launch_ranges = []
             self._end_hand_out()
             self._note_device_work(stream)
-            self._cap_if_over(State.DEVICE)
+            self._cap_if_over(State.DEVICE, stream)
             self._normalise()
 
-    def end_resident_write(self, launch: object) -> None:
+    def end_resident_write(self, launch: object) -> bool:
         """``launch``, which took the launch fast path (:meth:`launch_value`) with a writing
-        argument over this allocation, is enqueued: its write is no longer in flight.
+        argument over this allocation, is enqueued: that write is no longer in flight.
+        Returns True when live host exports need refreshing (as after any launch's write).
 
         The allocation was device-only when the launch began. What other threads did
-        meanwhile is undone where it could hide the kernel's write: bytes they downloaded
-        (current on both sides now, with the values from before the kernel) or labelled
-        host-current by a write covering more than they wrote (a strided view's covering
-        range) are device-only again, except the bytes their host writes really changed
-        and the bytes other launches in flight write (their own ends label those).
+        meanwhile is undone where it could hide the kernel's write: bytes of the argument's
+        extent they downloaded (current on both sides now, with the values from before the
+        kernel) or labelled host-current by a write covering more than they wrote (a strided
+        view's covering range) are device-only again, except the bytes their host writes
+        really changed and the bytes other launches in flight write (their own ends label
+        those).
         """
         with self.lock:
-            if not self._writers:
-                return
             for entry in self._writers:
-                if entry[0] is launch and entry[2] is None:
+                if entry[0] is launch:
+                    extent = entry[2]
                     break
             else:
-                return
-            host_writes = self._end_write(launch, None)
+                return False
+            host_writes = self._end_write(launch, extent)
             if self.state is State.DEVICE or self.host_memory == "mapped":
-                return
+                return False
             keep = coalesce(sorted(host_writes + self._in_flight(launch, own=True)), 0)
-            self._set_state(tuple(_minus([(0, self.nbytes)], keep)), State.DEVICE)
+            whole = [(0, self.nbytes)] if extent is None else list(extent)
+            self._set_state(tuple(_minus(whole, keep)), State.DEVICE)
             self._cap_if_over(State.DEVICE)
             self._normalise()
+            return bool(self.host_exports)
 
     def device_read(self, stream: Any = None) -> None:
         """Record that device work read the device copy on ``stream`` (no state change)."""
@@ -965,11 +1091,12 @@ class Allocation:
         ``state`` (flags unchanged by a refused launch).
 
         ``state`` is this allocation's :meth:`state_snapshot` when the launch first touched
-        it. Nothing ran on the device since: the bytes the launch was to write get their
-        labels in ``state`` back exactly, except those another thread wrote on the host
-        meanwhile (recorded: :meth:`_note_host_write`), and bytes current on the host only in
-        ``state`` that an upload for the launch made current on both sides are host-only
-        again (the upload is forgotten).
+        it. Only the labels the launch set are undone: the bytes :meth:`begin_device_write`
+        labelled host-current for it are current on both sides again (but those another
+        thread wrote on the host meanwhile, recorded by :meth:`_note_host_write`, or
+        labelled otherwise since, e.g. by another thread's kernel), and bytes current on the
+        host only in ``state`` that an upload for the launch made current on both sides are
+        host-only again (the upload is forgotten).
         Every other byte keeps its label: other threads may have changed it meanwhile.
         """
         with self.lock:
@@ -977,22 +1104,19 @@ class Allocation:
                 self._launch = None
                 self._launch_ranges = []
             if self.host_memory != "mapped":
-                extents = [
-                    (e, self._host_written_during(w))
-                    for owner, _, e, w in self._writers
-                    if owner is launch
-                ]
                 old_state, old_segments = state
-                for extent, host_writes in extents:
-                    intervals = [(0, self.nbytes)] if extent is None else list(extent)
-                    # (bytes another thread wrote on the host meanwhile keep that write)
-                    for lo, hi in _minus(intervals, host_writes):
-                        if old_segments is None:
-                            self._set_state(((lo, hi),), old_state)
-                            continue
-                        for a, b, label in old_segments.items():
-                            if b > lo and a < hi:
-                                self._set_state(((max(a, lo), min(b, hi)),), label)
+                for owner, _, _, records, standing in self._writers:
+                    if owner is not launch or not standing:
+                        continue
+                    # The labels the launch set: the bytes begin_device_write labelled
+                    # host-current for it are current on both sides again, but those another
+                    # thread wrote on the host meanwhile, or labelled otherwise since (its
+                    # kernel's device writes), which keep their labels.
+                    if records:
+                        standing = _minus(standing, self._host_written_during(records))
+                    back = self._runs(tuple(standing), State.HOST) if standing else []
+                    if back:
+                        self._set_state(tuple(back), State.BOTH)
                 self._forget_writes(launch)
                 if old_segments is None:
                     forget = [(0, self.nbytes)] if old_state is State.HOST else []
@@ -1016,6 +1140,19 @@ class Allocation:
                 self._launch = None
                 self._launch_ranges = []
             if self._writers:
+                if self.host_memory != "mapped":
+                    # Bytes of its extents that another thread downloaded meanwhile hold the
+                    # values from before the kernel, which may have written part of them:
+                    # the device's count (no two values labelled current), except where
+                    # another thread wrote on the host.
+                    for owner, _, extent, records, _ in list(self._writers):
+                        if owner is not launch:
+                            continue
+                        both = self._runs(extent, State.BOTH)
+                        if records and both:
+                            both = _minus(both, self._host_written_during(records))
+                        if both:
+                            self._set_state(tuple(both), State.DEVICE)
                 self._forget_writes(launch)
 
     def own_device(self) -> None:
@@ -1105,6 +1242,16 @@ class Allocation:
         with self.lock:
             if self.host_memory == "mapped" or self.device is None:
                 return
+            if self._writers:
+                self._drop_stale_writers(None)
+                if self._writers:
+                    # (its kernel writes the device buffer: dropping it now would lose the
+                    # results, and the launch's labels would name a buffer that is gone)
+                    raise RuntimeError(
+                        f"{self.label}: free_device() while another thread's kernel launch "
+                        "writing this array is in flight; call free_device() after the "
+                        "launch returns (order the two threads yourself)"
+                    )
             if self._possibly_written:  # (a host write through an export is not overwritten)
                 self.check_host_exports()
             dirty = self._dirty_runs()  # (also a copy handed out by get('gpu'), possibly written)
@@ -1229,6 +1376,7 @@ class Allocation:
         self._default_stream_work = False
         self._launch = None
         self._launch_ranges = []
+        self._undefined = []  # (one buffer left)
         # (every byte is current on the host now; one never made holds its fill still)
         self._set_state(None, State.HOST if self.host is not None else State.BOTH)
         self._end_hand_out()  # (evict_device sets _spilled_hand_out after this, if it spilled)
@@ -1250,9 +1398,23 @@ class Allocation:
                     if fill is not None:
                         if fill[0] is not UNDEFINED:
                             host[...] = fill[0]
+                        elif self.device is not None:
+                            # ``empty``: the device buffer, made first, holds other bytes;
+                            # both stay current (nothing to copy) until an export is taken.
+                            both = self._runs(None, State.BOTH)
+                            self._undefined = [(lo, hi) for lo, hi in both if lo < hi]
                         if self.device is not None:
                             self._fill = None  # (both buffers exist)
                     self.host = host
+                    if fill is not None and fill[0] is UNDEFINED and self.device is None:
+                        # ``empty``, host first: the new host buffer holds bytes no other
+                        # buffer holds, so bytes "current on both sides" (never written) are
+                        # the host's now (no label says a device buffer never made holds
+                        # them; one made later gets them uploaded). Device first: see
+                        # ``_undefined`` above.
+                        both = self._runs(None, State.BOTH)
+                        if both:
+                            self._set_state(tuple(both), State.HOST)
         return host
 
     def _device_buffer(self, stream: Any) -> Any:
@@ -1420,6 +1582,9 @@ class Allocation:
                 value = self._device_views.get(key)
                 if value is None:
                     return None
+                span = self._device_views.get((key, "extent")) if writes else None
+                if writes and span is None:
+                    return None
             else:
                 device = self.resident_view(writes, key[0], key[1], key[2], key[3])
                 if device is None:
@@ -1431,13 +1596,17 @@ class Allocation:
                     if len(self._device_views) >= 32:
                         self._device_views.clear()
                     self._device_views[key] = value
+                span = self._device_views.get((key, "extent"))
+                if span is None:  # (the bytes a writing launch may write: _writers)
+                    span = extent_of(key[0], key[1], key[2], key[3].itemsize, self.nbytes)
+                    self._device_views[(key, "extent")] = span
             pins.hold(self.key, (self, (state, None)))  # (a state_snapshot: uniform)
             if writes:
                 # In flight until the launch is enqueued (LaunchPins.__call__ ends it:
                 # end_resident_write): host writes of other threads meanwhile are recorded
-                # (see _writers), as for the general path's begin_device_write. The extent is
-                # the whole allocation: only the host writes recorded are kept out of it.
-                self._writers.append((pins.token, _thread.get_ident(), None, []))
+                # (see _writers), as for the general path's begin_device_write.
+                assert span is not None
+                self._writers.append((pins.token, _thread.get_ident(), span[0], [], []))
                 pins.written.append(self)
             self._default_stream_work = default_stream_work
             self._ordered = None  # (a note on another stream must merge this launch's work)

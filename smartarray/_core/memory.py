@@ -76,7 +76,9 @@ class Allocation(Protocol):
 
     def cancel_launch(self, state: Any, launch: object = None) -> None: ...
 
-    def end_resident_write(self, launch: object) -> None: ...
+    def end_resident_write(self, launch: object) -> bool: ...
+
+    def refresh_host_exports(self, stream: Any = None) -> None: ...
 
     def end_failed_launch(self, launch: object) -> None: ...
 
@@ -216,6 +218,7 @@ class LaunchPins:
         self()
 
     def __call__(self) -> None:
+        refresh: list[Allocation] = []
         if self.written:
             token = self.token
             for alloc in self.written:
@@ -231,7 +234,8 @@ class LaunchPins:
                     ):
                         writers.clear()
                         continue
-                alloc.end_resident_write(token)
+                if alloc.end_resident_write(token):  # (an export taken meanwhile)
+                    refresh.append(alloc)
             self.written.clear()
         if self.default_work:
             # The launch's work on the default stream is enqueued now: every later device
@@ -257,6 +261,8 @@ class LaunchPins:
         after, self.after_release = self.after_release, None
         if after is not None:
             after()
+        for alloc in refresh:  # (host views taken while the launch was in flight: current)
+            alloc.refresh_host_exports(0)
 
 
 def launch_pins(retr: list[Any]) -> LaunchPins:

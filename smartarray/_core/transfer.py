@@ -247,9 +247,11 @@ def device_to_host_staged(
     """Copy the device bytes of ``runs`` (sorted, disjoint) to the host in one transfer of
     their covering span, through a scratch host buffer; only the bytes of ``runs`` are
     written on the host. One record (the span's bytes). On the default stream, complete when
-    this returns."""
+    this returns. Where the span is much larger than the runs (more than twice their bytes
+    plus 1 MiB), the runs are copied one by one instead (one record each): the scratch
+    buffer stays bounded by the bytes that need copying."""
     lo, hi = runs[0][0], runs[-1][1]
-    if len(runs) == 1:
+    if len(runs) == 1 or hi - lo > 2 * sum(b - a for a, b in runs) + (1 << 20):
         _copy("d2h", host, device, label, None, runs, False)
         return
     _LEDGER.check_allowed("d2h", hi - lo, label)

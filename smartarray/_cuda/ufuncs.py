@@ -126,7 +126,9 @@ def _unwrap_output(
                     stream,
                     prepare=lambda s, e: alloc.prepare_device_write(overwrite, s, launch, e),
                 )
-                alloc.begin_device_write(launch, value._span())
+            # (resident too: in flight until device_written, so that host writes of other
+            # threads into the output's extent meanwhile are recorded)
+            alloc.begin_device_write(launch, value._span())
         written.append(value)
         return device
     return value
@@ -432,8 +434,12 @@ class SmartUFunc:
         except BaseException:
             launch.fail()  # (its kernels may have run: written outputs stay HOST)
             raise
-        for array in written:
-            array._alloc.device_written(stream, array._span(), launch)
+        try:
+            for array in written:
+                array._alloc.device_written(stream, array._span(), launch)
+        except BaseException:
+            launch.fail()  # (the outputs not labelled yet are no longer in flight)
+            raise
         for array in read:
             array._alloc.device_read(stream)
         # Unpinned only now: an output overwritten whole from the host state looks clean (its

@@ -45,7 +45,7 @@ def _current_device_id() -> int:
 
 
 def _default_side(array: SmartArray) -> str:
-    if _backend.tier() == "gpu" and not array._alloc.is_valid("host", array._span()):
+    if _backend.tier() == "gpu" and array._alloc.on_device_side(array._span()):
         return "gpu"
     return "host"
 

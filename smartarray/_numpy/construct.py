@@ -317,6 +317,14 @@ def new_allocation(
                 host_memory=memory,
                 label=label,
             )
+        if dtype.kind in _FILLED_KINDS:
+            # Undefined bytes (``full`` fills them: Allocation.fill_device): the device buffer
+            # is made now, the memory asked for, and the host's where first used; no copy.
+            alloc = Allocation.filled(
+                shape, dtype, order, UNDEFINED, host_memory=memory, label=label
+            )
+            alloc.ensure_device(stream)
+            return alloc
         return Allocation.on_device(
             shape, dtype, order, host_memory=memory, label=label, stream=stream
         )

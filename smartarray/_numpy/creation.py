@@ -151,7 +151,12 @@ def empty(
     host_memory: str | None = None,
     stream: Any = None,
 ) -> SmartArray[Any, Any]:
-    """A new uninitialised SmartArray (on the device only with ``where='gpu'``)."""
+    """A new uninitialised SmartArray.
+
+    Its buffers are made where first used; with ``where='gpu'`` the device buffer is made at
+    once (counted by the device memory budget) and the host's when the host first uses the
+    array. Nothing is ever copied for the undefined contents.
+    """
     return SmartArray(
         shape=shape,
         dtype=dtype,
@@ -254,7 +259,10 @@ def full(
     host_memory: str | None = None,
     stream: Any = None,
 ) -> SmartArray[Any, Any]:
-    """A new SmartArray filled with ``fill_value``; filled on the device with ``where='gpu'``."""
+    """A new SmartArray filled with ``fill_value``, each side's buffer filled where it is
+    made (never copied); with ``where='gpu'`` the device buffer is made and filled at once, and
+    the array is current on both sides (a host read fills the host buffer on the host). An
+    array ``fill_value`` is written on the host (and uploaded, with ``where='gpu'``)."""
     side = normalize_where(where)
     if fill_value is _ZERO_BYTES:
         dtype = np.dtype(float if dtype is None else dtype)
@@ -278,10 +286,13 @@ def full(
     array = empty(shape, dtype, order, where, host_memory=host_memory, stream=stream)
     alloc = array._alloc
     if side == "gpu" and alloc.host_memory != "mapped":
-        with alloc.lock:  # (allocated again if another thread evicted it meanwhile)
-            device = alloc.prepare_device_write(True, stream)
-            _backend.device_fill(device, value[()], stream)
-            alloc.device_written(stream)
+        # Filled on the device now, and on the host when its buffer is made: no copy, both
+        # copies current.
+        if not alloc.fill_device(value[()], stream):  # (dtypes not made filled: text, records)
+            with alloc.lock:  # (allocated again if another thread evicted it meanwhile)
+                device = alloc.prepare_device_write(True, stream)
+                _backend.device_fill(device, value[()], stream)
+                alloc.device_written(stream)
     elif not alloc.set_fill(value[()]):  # (else filled where it is first used: no copy)
         array.fill(value[()])
     return array
@@ -326,7 +337,8 @@ def zeros(
     host_memory: str | None = None,
     stream: Any = None,
 ) -> SmartArray[Any, Any]:
-    """A new SmartArray of zeros (made on the device with ``where='gpu'``)."""
+    """A new SmartArray of zeros (its device buffer made and filled at once with
+    ``where='gpu'``; see :func:`full`)."""
     return full(shape, _ZERO_BYTES, dtype, order, where, host_memory=host_memory, stream=stream)
 
 
@@ -369,7 +381,8 @@ def ones(
     host_memory: str | None = None,
     stream: Any = None,
 ) -> SmartArray[Any, Any]:
-    """A new SmartArray of ones (made on the device with ``where='gpu'``)."""
+    """A new SmartArray of ones (its device buffer made and filled at once with
+    ``where='gpu'``; see :func:`full`)."""
     if dtype is None:  # numpy's default (full's would be the fill value's: int64)
         dtype = float
     return full(shape, 1, dtype, order, where, host_memory=host_memory, stream=stream)
@@ -384,7 +397,7 @@ def _like_args(
     transposed 3-d prototype): the new array is then laid out in that axis order, as numpy's.
     """
     if isinstance(prototype, SmartArray):
-        default_where = "host" if prototype.is_valid("host") else "gpu"
+        default_where = "gpu" if prototype._alloc.on_device_side(prototype._span()) else "host"
         flags = prototype.flags
     else:
         prototype = np.asarray(prototype)
@@ -475,7 +488,8 @@ def empty_like(
     """A new uninitialised SmartArray shaped like ``prototype``.
 
     ``where`` defaults to where ``prototype``'s data is current (``'gpu'`` for a device-only
-    SmartArray), so results of kernel chains stay on the device.
+    SmartArray, or one made with no data that only the device used yet, such as
+    ``zeros(n, where='gpu')``), so results of kernel chains stay on the device.
     """
     shape, dtype, order, where, axes = _like_args(prototype, dtype, order, shape, where)
     return _in_axis_order(lambda s: empty(s, dtype, order, where), shape, axes)

@@ -155,7 +155,7 @@ def chain_device(u0: np.ndarray, steps: int, counter: CopyCounter | None = None)
 def chain_smartarray(u0: np.ndarray, steps: int) -> np.ndarray:
     """(c) SmartArrays passed as they are: smartarray copies only when needed."""
     u = SmartArray(u0)
-    v = empty_like(u, where="gpu")  # device-only: nothing to upload
+    v = empty_like(u, where="gpu")  # made on the device: nothing to upload
     result: np.ndarray = _steps(u, v, steps).get("host")
     return result
 
