@@ -212,3 +212,17 @@ def test_a_copy_made_on_the_device_after_threads_race_to_make_its_allocation() -
         for thread in threads:
             thread.join()
     assert not errors and counts(t) == (1, 0) and r.location == "both"
+
+
+def test_a_light_allocation_has_every_attribute_a_full_one_has() -> None:
+    # Allocation.on_host skips __init__: every attribute __init__ sets must be set there or
+    # be a class default (an attribute added to __init__ alone breaks light allocations).
+    full = Allocation((4,), np.dtype(np.float64), "C", host=np.zeros(4), device=None,
+                      state=State.HOST, host_memory="pageable")  # fmt: skip
+    light = Allocation.on_host(np.zeros(4), "C", host_memory="pageable")
+    missing = [name for name in vars(full) if not hasattr(light, name)]
+    assert not missing, missing
+    for name in vars(light):  # (the containers updated in place are its own)
+        value = getattr(light, name)
+        if isinstance(value, (list, dict)):
+            assert value is not getattr(Allocation, name, None), name

@@ -125,6 +125,8 @@ class Allocation:
     _spilled_hand_out = False
     _label: str | None = None
     _number: int | None = None  # (made when the label is first read)
+    # (rebound, never changed in place: safe to share as a class default)
+    _undefined: list[tuple[int, int]] = []  # noqa: RUF012
 
     def __init__(
         self,
