@@ -126,7 +126,7 @@ class Allocation:
     _label: str | None = None
     _number: int | None = None  # (made when the label is first read)
     # (rebound, never changed in place: safe to share as a class default)
-    _undefined: list[tuple[int, int]] = []  # noqa: RUF012
+    _undefined: list[tuple[int, int]] = []
 
     def __init__(
         self,
