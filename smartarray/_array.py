@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import copy as _copy
 import functools
 import numbers
@@ -106,6 +107,8 @@ if TYPE_CHECKING:  # the names used by the annotations below, for type checkers 
     _DeviceArray: TypeAlias = DeviceNDArray
 
 _HOST = State.HOST
+_new_object = object.__new__
+_on_host = Allocation.on_host
 _DEVICE = State.DEVICE
 _BOTH = State.BOTH
 _MIXED = State.MIXED
@@ -116,6 +119,38 @@ except ImportError:  # pragma: no cover - numba-cuda is a hard dependency
 
     class _ArgHint:  # type: ignore[no-redef]
         pass
+
+
+# Held while an array made without an allocation makes it (_AllocationOnFirstRead): briefly,
+# once per array.
+_MAKING_ALLOCATION = _thread.allocate_lock()
+
+
+class _AllocationOnFirstRead:
+    """``SmartArray._alloc`` of an array made without an allocation (:func:`own_result`,
+    ``SmartArray(ndarray)``): all it has is its host buffer, ``_own_host``, a new contiguous
+    ndarray that only it holds, current on the host by definition. The first read of
+    ``_alloc`` makes its (light) allocation over that buffer and stores it as the instance's
+    own ``_alloc`` (this is a non-data descriptor: later reads find that attribute, with no
+    call); two threads get the same allocation."""
+
+    __slots__ = ()
+
+    def __get__(self, array: SmartArray | None, owner: type | None = None) -> Any:
+        if array is None:
+            return self
+        with _MAKING_ALLOCATION:
+            host = array._own_host
+            if host is not None:
+                layout = "C" if host.flags.c_contiguous else "F"
+                alloc = _on_host(host, layout, host_memory="pageable")
+                array._alloc = array._alloc_if_made = alloc
+                array._own_host = None
+                return alloc
+        made = array._alloc_if_made  # (made meanwhile by another thread)
+        if made is None:
+            raise AttributeError("SmartArray not initialised: it has no allocation")
+        return made
 
 
 # SmartArray's first base is numpy's NDArrayOperatorsMixin. Type checkers see it as
@@ -193,22 +228,46 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         doc=np.ndarray.flat.__doc__,
     )
 
-    _alloc: Allocation
+    # The allocation whose state this array (a view of it) shares. An array made by
+    # own_result (a new numpy result) or by SmartArray(ndarray) has none yet: only its host
+    # buffer, ``_own_host``, until something but a fast-path host read asks for ``_alloc``
+    # (see _AllocationOnFirstRead).
+    if TYPE_CHECKING:
+        _alloc: Allocation
+    else:
+        _alloc = _AllocationOnFirstRead()
+    _own_host: np.ndarray | None = None
+    # ``_alloc`` once made, else None, for the fast paths: a plain attribute, which CPython
+    # reads faster than one a class-level descriptor stands for (about 25 ns a read on
+    # Python 3.11). Where it is None a fast path may read the host buffer only if
+    # ``_own_host`` is set (no allocation yet: current on the host, nothing pending);
+    # otherwise it takes the general path, which reads ``_alloc``.
+    _alloc_if_made: Allocation | None = None
     _offset: int
     _shape: tuple[int, ...]
     _strides: tuple[int, ...]
     _dtype: np.dtype
-    _writeable: bool
-    _base: SmartArray | None
     # Cached host ndarrays of this view, made on first use: read-only, and writable (only for
-    # a writable array); the fast paths (_numpy.fastpath) use them as they are. All attributes are
-    # set in _init_view and read as attributes, never through ``__dict__``: touching
-    # ``__dict__`` turns CPython's compact instance attributes into a dict, which makes every
-    # later attribute access of that instance slower.
-    _host_ro: np.ndarray | None
-    _host_rw: np.ndarray | None
+    # a writable array); the fast paths (_numpy.fastpath) use them as they are. The
+    # attributes above are set in _init_view (and by the light constructors own_result,
+    # construct's _copy_of_ndarray and _slice_1d) and read as attributes, never through
+    # ``__dict__``: touching ``__dict__`` turns CPython's compact instance attributes into a
+    # dict, which makes every later attribute access of that instance slower.
+    _host_ro: np.ndarray | None = None
+    _host_rw: np.ndarray | None = None
+    # (True, this class attribute, unless set: a slice of a writable array sets nothing)
+    _writeable: bool = True
+    # _host_ro of a 1-d array, once made (the element fast path of __getitem__ reads it):
+    # None (this class attribute) until then, and while numpy's shuffle runs on the array.
+    _host_1d: np.ndarray | None = None
+    # The ones below start as these class attributes, and an instance has its own once set
+    # (nothing to make for a new array, a result or a view that never needs them).
+    _base: SmartArray | None = None
     # Set while numpy's generic in-place shuffle runs on this array (see _numpy.shuffle).
-    _shuffle: Any  # a smartarray._numpy.shuffle.ShuffleCall, or None
+    _shuffle: Any = None  # a smartarray._numpy.shuffle.ShuffleCall, or None
+    # This view's layout over a fake address (_template), and its extent (_span).
+    _template_cache: np.ndarray | None = None
+    _extent_cache: tuple[Extent | None, bool] | None = None
 
     # The constructor's types: an ndarray or a SmartArray keeps its shape and dtype, a numpy
     # scalar is 0-d of its type, a dtype argument naming a scalar type gives that type, a new
@@ -374,18 +433,16 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         writeable: bool = True,
         base: SmartArray | None = None,
     ) -> None:
-        self._alloc = alloc
+        self._alloc = self._alloc_if_made = alloc
         self._offset = offset
         self._shape = tuple(shape)
         self._strides = tuple(strides)
         self._dtype = dtype
         self._writeable = writeable
-        self._base = base
         self._host_ro = None
         self._host_rw = None
-        self._template_cache: np.ndarray | None = None
-        self._extent_cache: tuple[Extent | None, bool] | None = None
-        self._shuffle = None
+        if base is not None:
+            self._base = base
 
     @classmethod
     def _view(
@@ -398,7 +455,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         writeable: bool,
         base: SmartArray | None,
     ) -> SmartArray[Any, Any]:
-        view = cls.__new__(cls)
+        view = _new_object(cls)
         view._init_view(alloc, offset, shape, strides, dtype, writeable, base)
         return view
 
@@ -409,12 +466,13 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         """Wrap an ndarray returned by numpy: a view of an argument's buffer, or new data."""
         if result.size:  # 0-d views (np.real of a 0-d array…) must not be adopted as new data
             for array in arrays:
-                host = array._alloc.host
+                made = array._alloc_if_made  # (an argument with no allocation yet: its host)
+                host = array._own_host if made is None else made.host
                 if host is None or not np.may_share_memory(result, host):  # (bounds only)
                     continue
                 lo, hi = np.lib.array_utils.byte_bounds(result)
                 start = host.ctypes.data
-                if start <= lo and hi <= start + array._alloc.nbytes:
+                if start <= lo and hi <= start + host.nbytes:
                     return cls._view(
                         array._alloc,
                         result.ctypes.data - start,
@@ -450,21 +508,9 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
 
     @classmethod
     def _own(cls, host: np.ndarray) -> SmartArray[Any, Any]:
-        """A new SmartArray whose host buffer is ``host``, a contiguous ndarray that nobody
-        else holds (a fresh result): no copy, and none of the locking explicit adoption
-        (``copy=False``) of a caller's ndarray does; about the cost of one object creation
-        (the fast paths wrap every new numpy result with it)."""
-        flags = host.flags
-        if flags.c_contiguous:
-            layout = "C"
-        elif flags.f_contiguous:
-            layout = "F"
-        else:
-            raise AssertionError("_own needs a contiguous ndarray")
-        alloc = Allocation.on_host(host, layout, host_memory="pageable")
-        array = cls.__new__(cls)
-        array._init_view(alloc, 0, host.shape, host.strides, host.dtype, flags.writeable)
-        return array
+        """A new SmartArray whose host buffer is ``host``, a new ndarray that nobody else holds
+        (a fresh result): see :func:`own_result`."""
+        return own_result(host)
 
     # --- coherence API (the old numba.SmartArray API) ---------------------------------------
 
@@ -686,6 +732,8 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                 self._host_rw = view
             else:
                 self._host_ro = view
+                if len(self._shape) == 1:
+                    self._host_1d = view
         return view
 
     def _device_view(self, stream: Any = None, prepare: Callable[..., Any] | None = None) -> Any:
@@ -778,7 +826,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         with self._alloc.lock:
             # Everything cached for the old layout: host views and template (attributes),
             # Numba types and compiled code's host views (instance-dict entries).
-            self._host_rw = self._host_ro = self._template_cache = None
+            self._host_rw = self._host_ro = self._host_1d = self._template_cache = None
             for key in _NUMBA_LAYOUT_CACHES:
                 self.__dict__.pop(key, None)
             self._shape = tuple(template.shape)
@@ -893,7 +941,21 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     ) -> SmartArray[_AnyShape, _DTypeT_co]: ...
     def __getitem__(self, key: Any) -> Any:
         kind = type(key)
-        if kind is int or kind is tuple:  # fast path: an element of a ready host copy
+        if kind is int:  # fast path: an element of a 1-d array whose host copy is ready
+            host = self._host_1d
+            if host is not None:
+                alloc = self._alloc_if_made
+                if alloc is None:
+                    if self._own_host is not None:  # (no allocation yet: see _own_host)
+                        return host[key]
+                else:
+                    state = alloc.state
+                    if alloc._host_event is None and (
+                        # (device work to wait for matters in state BOTH only: mapped memory)
+                        state is _HOST or (state is _BOTH and alloc._device_event is None)
+                    ):
+                        return host[key]  # numpy's own IndexError for a bad index
+        if kind is int or kind is tuple:  # an element of a ready host copy
             alloc = self._alloc
             host = self._host_ro
             state = alloc.state
@@ -928,8 +990,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                 item = _hooks.shuffled_read(self, key, sys._getframe(1))
                 if item is not _hooks.NOT_SHUFFLING:
                     return item
-        elif kind is slice and len(self._shape) == 1:  # fast path: a 1-d basic slice (a view)
-            return self._slice_1d(key)
+        elif kind is slice:
+            shape = self._shape
+            if len(shape) == 1:  # fast path: a 1-d basic slice (a view)
+                return self._slice_1d(key, shape[0])
         if _is_basic_index(key):
             if _selects_scalar(key, self.ndim):
                 element = self._template()[_view_key(key)]  # bounds check on the layout only
@@ -945,27 +1009,51 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             _layout_probe(self._shape, np.dtype(np.bool_))[key]
         return _hooks.call_on_host(_getitem, (self, key), {})
 
-    def _slice_1d(self, key: slice) -> SmartArray[Any, Any]:
-        """``self[key]`` for a 1-d array and a slice: the view's layout computed directly."""
-        start, stop, step = key.indices(self._shape[0])
-        length = len(range(start, stop, step))
-        if not length:  # numpy's layout of an empty slice
-            start, step = 0, 1
+    def _slice_1d(self, key: slice, size: int) -> SmartArray[Any, Any]:
+        """``self[key]`` for a 1-d array of ``size`` elements and a slice: the view's layout
+        computed directly. Nothing else is made for it: the view shares this array's
+        allocation, and computes its extent when first asked (:meth:`_span`)."""
+        start = key.start
+        stop = key.stop
+        if start is None:
+            start = 0
+        if stop is None:
+            stop = size
+        if (
+            key.step is None
+            and type(start) is int
+            and type(stop) is int
+            and 0 <= start < stop <= size
+        ):  # (the common case, in fewer steps than slice.indices)
+            length = stop - start
+            step = 1
+        else:
+            start, stop, step = key.indices(size)
+            length = len(range(start, stop, step))
+            if not length:  # numpy's layout of an empty slice
+                start, step = 0, 1
         stride = self._strides[0]
-        return SmartArray._view(
-            self._alloc,
-            self._offset + start * stride,
-            (length,),
-            (stride * step,),
-            self._dtype,
-            self._writeable,
-            self if self._base is None else self._base,
-        )
+        alloc = self._alloc_if_made
+        if alloc is None:
+            alloc = self._alloc  # (made now: it is shared with the view)
+        view = _new_object(SmartArray)  # (what _view does, without its calls)
+        view._alloc = view._alloc_if_made = alloc
+        view._offset = self._offset + start * stride
+        view._shape = (length,)
+        view._strides = (stride * step,) if step != 1 else self._strides
+        view._dtype = self._dtype
+        if not self._writeable:
+            view._writeable = False
+        base = self._base
+        view._base = self if base is None else base
+        return view
 
     def __setitem__(self, key: Any, value: Any) -> None:
         host = self._host_rw  # cached only for writable arrays
+        alloc = self._alloc_if_made  # (set wherever _host_rw is: _host_view reads _alloc)
         if (
             host is not None
+            and alloc is not None
             and (type(key) is int or type(key) is slice)
             and (
                 type(value) in SCALAR_VALUES
@@ -979,7 +1067,6 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             # Fast path: the device copy (if any) is already stale, so nothing changes state
             # and numpy either converts and writes, or raises before writing. The lock keeps
             # an upload from reading the buffer while it is written.
-            alloc = self._alloc
             lock = alloc.lock
             lock.acquire()  # (cheaper than ``with`` here)
             try:
@@ -1428,6 +1515,14 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     def sum(self, *args: Any, **kwargs: Any) -> Any:
         """Sum of elements (``numpy.sum``)."""
         if not args and not kwargs:
+            host = self._host_ro
+            alloc = self._alloc_if_made
+            if host is not None and alloc is not None:
+                state = alloc.state
+                if alloc._host_event is None and (  # (_hooks.readable_host's test, inline:
+                    state is _HOST or (state is _BOTH and alloc._device_event is None)
+                ):  # the call costs a fifth of a small sum)
+                    return host.sum()
             host = _hooks.readable_host(self)
             if host is not None:
                 return host.sum()
@@ -1559,6 +1654,27 @@ _NUMBA_LAYOUT_CACHES = (
     "_jit_rw_mi",
     "_jit_ro_mi",
 )
+
+
+def own_result(host: np.ndarray) -> SmartArray[Any, Any]:
+    """A new SmartArray whose host buffer is ``host``, a new ndarray that nobody else holds
+    (a fresh result): no copy, and none of the locking explicit adoption (``copy=False``) of a
+    caller's ndarray does; about the cost of one object creation (the fast paths wrap every
+    new numpy result with it). It has no allocation until it needs one (see
+    :class:`_AllocationOnFirstRead`), then a light one (:meth:`Allocation.on_host`).
+    ``host`` neither C- nor F-contiguous (a ufunc's result in the memory order of a
+    transposed 3-d operand) is adopted by :meth:`SmartArray._adopt`."""
+    flags = host.flags
+    if not (flags.c_contiguous or flags.f_contiguous):
+        return SmartArray._adopt(host)
+    array = _new_object(SmartArray)
+    array._own_host = host  # (its allocation is made on first need: _AllocationOnFirstRead)
+    array._offset = 0
+    array._shape = host.shape
+    array._strides = host.strides
+    array._dtype = host.dtype
+    array._writeable = flags.writeable
+    return array
 
 
 def _element_of(layout: np.ndarray, args: tuple[Any, ...]) -> np.ndarray | None:

@@ -79,7 +79,7 @@ def test_bench_quick_in_simulator(tmp_path: Path) -> None:
     assert all(v["per_argument_us"] > 0 for v in results["intent_lookup"].values())
     if results.get("njit") is not None:
         assert results["njit"]["ratio"] > 0
-    assert len(results["host"]) == 7 and "Host speed" in out
+    assert len(results["host"]) == 9 and "Host speed" in out
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -124,7 +124,7 @@ def test_bench_host_table(tmp_path: Path) -> None:
     out = run(["-m", "smartarray.bench", "--host", "--quick", "--out", str(tmp_path)], False)
     results = json.loads((tmp_path / "bench-host.json").read_text())
     rows = {row["label"]: row for row in results["host"]}
-    assert len(rows) == 7 and results["meta"]["numpy"]
+    assert len(rows) == 9 and results["meta"]["numpy"]
     for label, row in rows.items():
         assert label in out
         assert row["baseline_us"] > 0 and row["smartarray_us"] > 0
@@ -132,8 +132,11 @@ def test_bench_host_table(tmp_path: Path) -> None:
         # --quick measures too little to judge the ratios against their targets (issue 24)
         assert row["met"] is None
     assert rows["@njit trivial call ÷ Numba floor"]["baseline"] == "Numba floor"
-    table = [line for line in out.splitlines() if line.startswith("| x")]
-    assert len(table) == 6 and all(line.endswith("| not judged |") for line in table)
+    # issue 30: the slice and the copy of an ndarray into a new SmartArray
+    assert rows["SmartArray(ndarray), 16 float64"]["baseline"] == "ndarray.copy()"
+    assert "x[1:5], 16 float64" in rows
+    table = [line for line in out.splitlines() if line.startswith(("| x", "| SmartArray("))]
+    assert len(table) == 8 and all(line.endswith("| not judged |") for line in table)
     assert "| yes" not in out and "| NO" not in out
     assert "too noisy to judge these ratios" in out
     # issue 31: the times and the ratio are one estimate's (the median one), so they agree
@@ -164,7 +167,7 @@ def test_host_rows_are_printed_as_they_are_measured(
     monkeypatch.setattr(bench_host, "_estimates", spy)
     rows = cli.host_speed(quick=True)
     last = capsys.readouterr().out
-    assert len(printed_before) == len(rows) == 7
+    assert len(printed_before) == len(rows) == 9
     assert "| operation" in printed_before[0]  # the header, before the first measurement
     for k in range(1, len(rows)):  # before measuring row k, row k - 1 is on screen
         assert printed_before[k].startswith(f"| {rows[k - 1]['label']} "), printed_before[k]

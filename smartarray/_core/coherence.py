@@ -89,6 +89,9 @@ class State(enum.Enum):
 # ``Allocation._fill`` of an array made by ``empty``: no bytes to write on either side.
 UNDEFINED: Any = object()
 
+_HOST = State.HOST
+_new_object = object.__new__
+
 
 class Allocation:
     """A host buffer and a device buffer that hold the same logical array.
@@ -106,6 +109,24 @@ class Allocation:
     host_memory
         Kind of host buffer (``'pinned'``, ``'pageable'`` or ``'mapped'``).
     """
+
+    # What :meth:`on_host` leaves out of a light allocation (see there), as these class
+    # attributes until an operation sets them (each is described in __init__).
+    _segments: Segments | None = None
+    _fill: tuple[Any] | None = None
+    _default_stream_work = False
+    _ordered: tuple[Any, bool, Any] | None = None
+    _block: Any = None
+    _exported_device: Any = None
+    _device_owned = False
+    _host_snapshot: np.ndarray | None = None
+    host_handed_out = False
+    _possibly_written = False
+    _spilled_hand_out = False
+    _label: str | None = None
+    _number: int | None = None  # (made when the label is first read)
+    # (rebound, never changed in place: safe to share as a class default)
+    _undefined: list[tuple[int, int]] = []
 
     def __init__(
         self,
@@ -214,11 +235,42 @@ class Allocation:
         cls, host: np.ndarray, order: str, *, host_memory: HostMemory, label: str | None = None
     ) -> Allocation:
         """A new allocation over the contiguous host buffer ``host``, current on the host
-        (for mapped memory, on both sides: the two are one buffer)."""
-        return cls(
-            host.shape, host.dtype, order, host=host, device=None, state=State.HOST,
-            host_memory=host_memory, label=label,
-        )  # fmt: skip
+        (for mapped memory, on both sides: the two are one buffer).
+
+        Except for mapped memory, a light allocation: the attributes that stay what they
+        start as until a device operation, a hand-out or an export sets them (the class
+        attributes above) are not made, nor is its ledger number until its label is first
+        read; it has what host code reads and writes (its buffer, state, events and lock,
+        read directly by the host fast paths and the compiled ``@njit`` unboxing) and the
+        containers the rest of this class updates in place.
+        """
+        if host_memory == "mapped":
+            return cls(
+                host.shape, host.dtype, order, host=host, device=None, state=State.HOST,
+                host_memory=host_memory, label=label,
+            )  # fmt: skip
+        alloc = _new_object(cls)
+        alloc.shape = host.shape
+        alloc.dtype = host.dtype
+        alloc.order = order
+        alloc.nbytes = host.nbytes
+        alloc.host = host
+        alloc.device = None
+        alloc.state = _HOST
+        alloc._launch_ranges = []
+        alloc._writers = []
+        alloc.host_memory = host_memory
+        if label is not None:
+            alloc._label = label
+        alloc.key = next(_keys)
+        alloc.lock = _thread.RLock()
+        alloc._device_event = None
+        alloc._host_event = None
+        alloc._launch = None
+        alloc._device_views = {}
+        alloc.host_exports = []
+        alloc._handed_out = []
+        return alloc
 
     @classmethod
     def filled(
@@ -309,7 +361,16 @@ class Allocation:
     @property
     def label(self) -> str:
         """Name of this allocation in the transfer ledger and in error messages."""
-        return self._label or f"SmartArray#{self._number}"
+        label = self._label
+        if label:
+            return label
+        number = self._number
+        if number is None:  # (a light allocation's: numbered when first named)
+            with self.lock:
+                number = self._number
+                if number is None:
+                    number = self._number = next(_labels)
+        return f"SmartArray#{number}"
 
     def is_valid(self, where: Where, extent: Extent | None = None) -> bool:
         """True when the ``where`` copy is current (of the bytes of ``extent``; None: all)."""

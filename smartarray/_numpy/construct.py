@@ -44,6 +44,18 @@ def construct(
     label: str | None,
 ) -> None:
     """Initialise ``array`` (``SmartArray.__init__``'s arguments, as given)."""
+    if (
+        type(obj) is np.ndarray
+        and copy is True
+        and shape is None
+        and dtype is None
+        and order is None
+        and where == "host"
+        and host_memory is None
+        and _backend.default_host_memory(obj.dtype) == "pageable"
+    ):  # SmartArray(ndarray), the common case in fewer steps: what _from_host does for it
+        _copy_of_ndarray(array, obj, label)
+        return
     where_ = normalize_where(where)
     memory = None if host_memory is None else normalize_host_memory(host_memory)
     if order not in (None, "C", "F", "A", "K"):
@@ -88,6 +100,31 @@ def construct(
             _from_host(array, source, copy, dtype, order, where_, memory, stream, label)
     else:
         _from_host(array, obj, copy, dtype, order, where_, memory, stream, label)
+
+
+def _copy_of_ndarray(array: SmartArray, obj: np.ndarray, label: str | None) -> None:
+    """``SmartArray(obj)`` for an ndarray ``obj`` in pageable memory: a copy, in its own
+    layout (``order='K'``), in a light allocation (:meth:`Allocation.on_host`)."""
+    host = obj.copy(order="K")
+    flags = host.flags
+    if flags.c_contiguous:
+        layout = "C"
+    elif flags.f_contiguous:
+        layout = "F"
+    else:
+        host = np.ascontiguousarray(host)
+        layout = "C"
+    if label is not None:
+        alloc = Allocation.on_host(host, layout, host_memory="pageable", label=label)
+        array._init_view(alloc, 0, host.shape, host.strides, host.dtype)
+        return
+    # No allocation until one is needed (as for a new numpy result: SmartArray._own_host).
+    array._own_host = host
+    array._offset = 0
+    array._shape = host.shape
+    array._strides = host.strides
+    array._dtype = host.dtype
+    array._writeable = True
 
 
 def _from_smartarray(

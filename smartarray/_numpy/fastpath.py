@@ -33,7 +33,7 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from .. import _hooks
-from .._array import SmartArray
+from .._array import SmartArray, own_result
 from .._core.coherence import State
 
 _DEVICE = State.DEVICE
@@ -52,7 +52,19 @@ FALLBACK: Any = object()
 def readable_host(array: SmartArray) -> np.ndarray | None:
     """``array``'s read-only host view (made and cached on first use) if reading it needs no
     copy, wait or lock; None otherwise."""
-    alloc = array._alloc
+    alloc = array._alloc_if_made
+    if alloc is None:
+        host = array._own_host
+        if host is not None:  # no allocation yet: current on the host, nothing pending
+            view = array._host_ro
+            if view is None:
+                view = host.view()
+                view.flags.writeable = False
+                array._host_ro = view
+                if len(array._shape) == 1:
+                    array._host_1d = view
+            return view
+        alloc = array._alloc
     state = alloc.state
     if (
         state is _DEVICE
@@ -87,7 +99,7 @@ def adopt_fresh(result: Any) -> Any:
     """Wrap what a ufunc returned without ``out=``: its new ndarrays as new SmartArrays."""
     kind = type(result)
     if kind is np.ndarray:
-        return SmartArray._own(result)
+        return own_result(result)
     if kind is tuple:  # several outputs (np.divmod, np.modf, np.frexp)
         return tuple(adopt_fresh(item) for item in result)
     return result  # a numpy scalar (0-d operands)
@@ -183,7 +195,9 @@ def _forward(ufunc: np.ufunc, fallback: Callable[..., Any]) -> Callable[..., Any
         if host is not None:
             operand = host_operand(other)
             if operand is not FALLBACK:
-                return adopt_fresh(ufunc(host, operand))
+                result = ufunc(host, operand)
+                # (adopt_fresh, one call fewer for the usual result)
+                return own_result(result) if type(result) is np.ndarray else adopt_fresh(result)
         return fallback(self, other)
 
     return method
@@ -195,7 +209,8 @@ def _reflected(ufunc: np.ufunc, fallback: Callable[..., Any]) -> Callable[..., A
         if host is not None:
             operand = host_operand(other)
             if operand is not FALLBACK:
-                return adopt_fresh(ufunc(operand, host))
+                result = ufunc(operand, host)
+                return own_result(result) if type(result) is np.ndarray else adopt_fresh(result)
         return fallback(self, other)
 
     return method
@@ -206,7 +221,7 @@ def _inplace(ufunc: np.ufunc, fallback: Callable[..., Any]) -> Callable[..., Any
         if self._writeable:
             operand = host_operand(other)
             if operand is not FALLBACK:
-                alloc = self._alloc
+                alloc = self._alloc  # (an array with none yet makes it: it is written)
                 lock = alloc.lock
                 lock.acquire()
                 try:

@@ -154,8 +154,8 @@ def _start(array: SmartArray, frame: FrameType) -> None:
         array._shuffle = None
         return
     array._shuffle = ShuffleCall(frame, threading.get_ident(), reads)
-    if len(array._shape) == 1:  # structured: the element fast path needs this cached view,
-        array._host_ro = None  # and would hand out numpy.void views of the array
+    if len(array._shape) == 1:  # structured: the element fast paths need these cached
+        array._host_ro = array._host_1d = None  # views, and would hand out numpy.void views
 
 
 def shuffled_read(array: SmartArray, key: int, caller: FrameType) -> Any:
@@ -180,7 +180,7 @@ def shuffled_read(array: SmartArray, key: int, caller: FrameType) -> Any:
     if not call.reads_left:
         array._shuffle = None
     elif len(array._shape) == 1:
-        array._host_ro = None  # keep the element fast path (1-d structured) off
+        array._host_ro = array._host_1d = None  # keep the element fast paths (1-d) off
     return item
 
 

@@ -640,6 +640,7 @@ def _meta() -> dict[str, Any]:
         "numba": importlib.metadata.version("numba"),
         "numba-cuda": importlib.metadata.version("numba-cuda"),
         "numpy": np.__version__,
+        "load_average": _load_average(),  # (1 min, when the run began)
     }
     if _backend.tier() == "gpu":
         meta["gpu"] = gpu_description()
@@ -790,6 +791,7 @@ def host_speed(quick: bool) -> list[dict[str, Any]]:
     from . import host as bench_host
 
     estimates = 3 if quick else 5
+    load_before = _load_average()
     print(
         "\nHost speed: SmartArray ÷ ndarray, same process. Each row is the median of "
         f"{estimates} estimates\n(an estimate: the best time of each variant over interleaved "
@@ -807,9 +809,21 @@ def host_speed(quick: bool) -> list[dict[str, Any]]:
         )
     else:
         rows = bench_host.measure_host_overhead(estimates=estimates, on_row=show)
+    print(
+        f"Load average (1 min) before: {load_before}, after: {_load_average()} (the targets "
+        "are judged on a quiet machine: below 0.5)."
+    )
     if quick:
         print(QUICK_HOST_NOTE)
     return rows
+
+
+def _load_average() -> str:
+    """The 1-minute load average, as ``uptime`` prints it ("unknown" where there is none)."""
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except (AttributeError, OSError):  # (not on Windows)
+        return "unknown"
 
 
 def positive_int(text: str) -> int:
