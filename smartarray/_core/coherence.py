@@ -601,6 +601,12 @@ class Allocation:
                 found.extend(_differing(host[lo:hi], copy, lo))
         return coalesce(sorted(found), 0) if found else found
 
+    def _unwritten(self, runs: list[tuple[int, int]], records: list[Any]) -> list[tuple[int, int]]:
+        """``runs`` (sorted, disjoint) less the bytes a launch's ``records`` say another
+        thread wrote on the host while it was in flight (:meth:`_host_written_during`)."""
+        written = self._host_written_during(records) if records else []
+        return _minus(runs, written) if written else runs
+
     def _end_write(self, launch: object, extent: Extent | None) -> list[tuple[int, int]]:
         """``launch``'s write of ``extent`` is no longer in flight; returns the host writes
         other threads made into it meanwhile: recorded ones, and writes through kept host
@@ -635,8 +641,7 @@ class Allocation:
             if owner is launch or thread == me:
                 continue
             span = [(0, self.nbytes)] if extent is None else list(extent)
-            written = self._host_written_during(records) if records else []
-            held.extend(_minus(span, written) if written else span)
+            held.extend(self._unwritten(span, records))
         if not held:
             return runs
         return _minus(runs, coalesce(sorted(held), 0))
@@ -1015,7 +1020,7 @@ class Allocation:
                 self._drop_stale_writers(launch)
             both = self._runs(extent, State.BOTH)
             # (``both``: the bytes whose host copy stands for the device's until the launch
-            # is enqueued; uploads for others never copy them: see _held_in_flight)
+            # is enqueued; cancel_launch gives them their label back)
             self._writers.append((launch, threading.get_ident(), extent, [], both))
             if self._segments is None:
                 self._segments = Segments(self.nbytes, self.state, State.BOTH)
@@ -1114,8 +1119,7 @@ class Allocation:
                     # host-current for it are current on both sides again, but those another
                     # thread wrote on the host meanwhile, or labelled otherwise since (its
                     # kernel's device writes), which keep their labels.
-                    if records:
-                        standing = _minus(standing, self._host_written_during(records))
+                    standing = self._unwritten(standing, records)
                     back = self._runs(tuple(standing), State.HOST) if standing else []
                     if back:
                         self._set_state(tuple(back), State.BOTH)
@@ -1150,9 +1154,7 @@ class Allocation:
                     for owner, _, extent, records, _ in list(self._writers):
                         if owner is not launch:
                             continue
-                        both = self._runs(extent, State.BOTH)
-                        if records and both:
-                            both = _minus(both, self._host_written_during(records))
+                        both = self._unwritten(self._runs(extent, State.BOTH), records)
                         if both:
                             self._set_state(tuple(both), State.DEVICE)
                 self._forget_writes(launch)
