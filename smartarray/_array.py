@@ -1050,7 +1050,23 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         host = self._host_rw  # cached only for writable arrays
-        alloc = self._alloc_if_made  # (set wherever _host_rw is: _host_view reads _alloc)
+        if (
+            host is not None
+            and (type(key) is int or type(key) is slice)
+            and (type(value) is float or type(value) in SCALAR_VALUES)
+        ):
+            # Fastest path: a scalar written without the lock while the allocation holds a
+            # host token (state HOST, nothing pending, no launch in preparation: see
+            # Allocation._host_token). The same token after the write means no copy read the
+            # buffer and no label changed meanwhile; otherwise the locked path below writes
+            # again (a scalar written twice is written once) and labels the bytes.
+            alloc = self._alloc_if_made  # (set wherever _host_rw is: _host_view reads _alloc)
+            token = alloc._host_token  # type: ignore[union-attr]
+            if token is not None:
+                host[key] = value
+                if alloc._host_token is token:  # type: ignore[union-attr]
+                    return
+        alloc = self._alloc_if_made
         if (
             host is not None
             and alloc is not None
@@ -1073,6 +1089,8 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                 state = alloc.state
                 if state is _HOST and alloc._host_event is None and alloc._launch is None:
                     host[key] = value
+                    if alloc._host_token is None:  # (the next scalar writes go lock-free)
+                        alloc._host_token = object()
                     return
                 if (
                     state is _MIXED

@@ -125,6 +125,14 @@ class Allocation:
     _spilled_hand_out = False
     _label: str | None = None
     _number: int | None = None  # (made when the label is first read)
+    # A token that lets one host write of a scalar go without the lock (see
+    # SmartArray.__setitem__): a new object, set under the lock by a host write in state
+    # HOST with no event pending and no launch in preparation; None again as soon as that
+    # may stop holding, before anything reads the host buffer to copy it (_upload_runs) or
+    # any label changes (_set_state, begin_device_write). A writer reads it before and after
+    # its write: the same object both times means no copy read the buffer and no label
+    # changed meanwhile; otherwise it writes again under the lock.
+    _host_token: object | None = None
     # (rebound, never changed in place: safe to share as a class default)
     _undefined: list[tuple[int, int]] = []
 
@@ -443,6 +451,7 @@ class Allocation:
         ``device_written`` coarsens). ``stream``: the operation's stream, on which the
         coarsening's uploads are ordered (None: the host waits for earlier device work).
         """
+        self._host_token = None  # (no lock-free host write across a label change)
         if self._undefined:  # (relabelled: copied or written, or stale on one side)
             self._undefined = (
                 [] if extent is None else _minus(self._undefined, coalesce(sorted(extent), 0))
@@ -834,6 +843,7 @@ class Allocation:
         """Copy the host bytes of ``runs`` to the device copy (no state change; the caller
         takes them into the host-export snapshot once they are labelled)."""
         host = self._host_buffer()  # (made filled if it was never needed: its bytes)
+        self._host_token = None  # (a lock-free host write meanwhile is made again)
         copies = self._mergeable(runs, State.DEVICE, launch)
         _transfer.host_to_device(host, self.device, label=self.label, stream=stream, ranges=copies)
         # The upload may still be reading the host buffer: host writes wait for it
@@ -1025,6 +1035,7 @@ class Allocation:
             if self._segments is None:
                 self._segments = Segments(self.nbytes, self.state, State.BOTH)
                 self.state = State.MIXED
+                self._host_token = None
             if both:
                 whole = extent is None and self._segments.uniform() is State.BOTH
                 # (not coarsened now: device_written does, with the launch's labels)
