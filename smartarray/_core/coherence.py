@@ -126,8 +126,9 @@ class Allocation:
     _label: str | None = None
     _number: int | None = None  # (made when the label is first read)
     # A token that lets one host write of a scalar go without the lock (see
-    # SmartArray.__setitem__): a new object, set under the lock by a host write in state
-    # HOST with no event pending and no launch in preparation; None again as soon as that
+    # SmartArray.__setitem__), and an element read check one attribute: a new object, set
+    # under the lock by a host write or read (ensure_host) in state HOST with no event
+    # pending and no launch in preparation; None again as soon as that
     # may stop holding, before anything reads the host buffer to copy it (_upload_runs) or
     # any label changes (_set_state, begin_device_write). A writer reads it before and after
     # its write: the same object both times means no copy read the buffer and no label
@@ -802,7 +803,15 @@ class Allocation:
                     self._download(stream, runs)
             if stream is None or _backend.is_default_stream(stream):
                 self.wait_host()
-            return self._host_buffer()
+            host = self._host_buffer()
+            if (
+                self._host_token is None
+                and self.state is State.HOST
+                and self._host_event is None
+                and self._launch is None
+            ):  # (the next host reads and scalar writes take their fastest path)
+                self._host_token = object()
+            return host
 
     def ensure_device(
         self, stream: Any = None, launch: object = None, extent: Extent | None = None
