@@ -250,9 +250,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     # Cached host ndarrays of this view, made on first use: read-only, and writable (only for
     # a writable array); the fast paths (_numpy.fastpath) use them as they are. The
     # attributes above are set in _init_view (and by the light constructors own_result,
-    # construct's _copy_of_ndarray and the slice fast path of __getitem__) and read as attributes, never through
-    # ``__dict__``: touching ``__dict__`` turns CPython's compact instance attributes into a
-    # dict, which makes every later attribute access of that instance slower.
+    # construct's _copy_of_ndarray and the slice fast path of __getitem__) and read as
+    # attributes, never through ``__dict__``: touching ``__dict__`` turns CPython's compact
+    # instance attributes into a dict, which makes every later attribute access of that
+    # instance slower.
     _host_ro: np.ndarray | None = None
     _host_rw: np.ndarray | None = None
     # (True, this class attribute, unless set: a slice of a writable array sets nothing)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import run_in_threads
 from numba import cuda
 
 import smartarray as sa
@@ -199,29 +200,26 @@ def test_a_kernel_on_other_elements_while_the_write_lands() -> None:
     np.testing.assert_array_equal(np.asarray(a), ref)
 
 
+def _kernel_on_odds_or_host_writes_to_evens(a: sa.SmartArray) -> Callable[[int], None]:
+    odds = a[1::2]
+
+    def work(k: int) -> None:
+        if k == 0:
+            add_all[1, 1](odds, 1.0)
+        else:
+            for i in range(0, a.shape[0], 2):
+                a[i] = -1.0
+
+    return work
+
+
 @device
 def test_element_writes_racing_a_kernel_on_the_other_parity() -> None:
     # Real threads: one launches a kernel adding 1 to the odd elements, the other writes the
     # even ones one at a time (lock-free after the first), from a host-current start.
     for trial in range(10):
         a = _host_current(200)
-        odds = a[1::2]
-        barrier = threading.Barrier(2)
-
-        def launch() -> None:
-            barrier.wait()
-            add_all[1, 1](odds, 1.0)
-
-        def host() -> None:
-            barrier.wait()
-            for i in range(0, 200, 2):
-                a[i] = -1.0
-
-        threads = [threading.Thread(target=launch), threading.Thread(target=host)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_in_threads(_kernel_on_odds_or_host_writes_to_evens(a), 2)
         ref = np.arange(200.0)
         ref[0::2] = -1.0
         ref[1::2] += 1.0

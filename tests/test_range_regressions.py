@@ -8,26 +8,14 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from inflight import GATE, add, add_then_wait, fill, fill_then_wait
+from inflight import launch_while as _launch_while
 from numba import cuda
 
 import smartarray as sa
 from smartarray._core import ranges as _ranges
 
 pytestmark = pytest.mark.device
-
-
-@cuda.jit
-def fill(x, v):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = v
-
-
-@cuda.jit
-def add(x, v):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += v
 
 
 @pytest.fixture(params=[None, 0], ids=["default-gap", "gap-0"])
@@ -215,59 +203,6 @@ def test_device_writes_are_capped_too() -> None:
 simulator_only = pytest.mark.skipif(
     sa.tier() != "simulator", reason="the kernel waits on a Python event (simulator only)"
 )
-_started = threading.Event()
-_gate = threading.Event()
-
-
-@cuda.jit
-def add_then_wait(x, v):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += v
-    if i == 0:
-        _started.set()
-        _gate.wait(1.0)
-
-
-@cuda.jit
-def fill_then_wait(x, v):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = v
-    if i == 0:
-        _started.set()
-        _gate.wait(1.0)
-
-
-def _launch_while(kernel: object, host: object) -> None:
-    """Run ``kernel()`` in one thread and, once the kernel runs, ``host()`` in another."""
-    _started.clear()
-    _gate.clear()
-    errors: list[BaseException] = []
-
-    def run_kernel() -> None:
-        try:
-            kernel()  # type: ignore[operator]
-        except BaseException as exc:  # pragma: no cover
-            errors.append(exc)
-
-    def run_host() -> None:
-        try:
-            assert _started.wait(30)
-            host()  # type: ignore[operator]
-        except BaseException as exc:  # pragma: no cover
-            errors.append(exc)
-        finally:
-            _gate.set()
-
-    threads = [threading.Thread(target=run_kernel), threading.Thread(target=run_host)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-
-
 @simulator_only
 @pytest.mark.parametrize("rows", [64, 65, 200])
 def test_launch_on_odds_keeps_another_threads_host_writes_to_evens(rows: int) -> None:
@@ -313,7 +248,7 @@ def test_resident_launch_on_odds_keeps_another_threads_host_writes(
     # (Allocation.launch_value), which registers its write as in flight too.
     a = sa.SmartArray(np.zeros(2 * rows))
     evens, odds = a[0::2], a[1::2]
-    _gate.set()
+    GATE.set()
     add_then_wait[2, 256](a, 0.0)  # device-only
     for _ in range(2):  # the launch value of ``odds`` cached
         add_then_wait[1, 256](odds, 0.0)
@@ -345,7 +280,7 @@ def test_resident_launch_then_another_threads_read_leaves_the_kernels_bytes_curr
     # writing: once the launch is enqueued they are the device's again, not stale "both".
     a = sa.SmartArray(np.zeros(200))
     odds = a[1::2]
-    _gate.set()
+    GATE.set()
     add_then_wait[1, 256](a, 0.0)  # device-only
     for _ in range(2):
         add_then_wait[1, 256](odds, 0.0)
@@ -614,7 +549,7 @@ def test_free_device_during_another_threads_launch_is_refused(resident: bool) ->
     # Dropping the device buffer while another thread's kernel writes it would lose the
     # kernel's results: refused with a clear error, data and flags unchanged.
     a = sa.SmartArray(np.zeros(200))
-    _gate.set()
+    GATE.set()
     if resident:  # device-only: the launch fast path
         for _ in range(2):
             add_then_wait[1, 256](a, 0.0)
@@ -677,7 +612,7 @@ def test_a_host_write_of_a_stale_element_equal_to_its_old_host_bytes_is_kept() -
     # the element device-current, where the old value was.
     a = sa.SmartArray(np.full(300, 40, dtype=np.int16))
     evens, odds = a[0::2], a[1::2]
-    _gate.set()
+    GATE.set()
     add_then_wait[1, 256](evens, -1)  # evens: 39 on the device only (40 on the host)
     a.to_gpu()
 
@@ -712,7 +647,7 @@ def test_another_threads_upload_of_a_covering_range_keeps_a_launchs_results(rows
     expected[0::2] = 1.0
     expected[1::2] = 5.0
     assert np.array_equal(np.array(a), expected)
-    _gate.set()
+    GATE.set()
     add_then_wait[1, 256](odds, 1.0)  # (the device's odds are current too)
     expected[1::2] = 6.0
     assert np.array_equal(np.array(a), expected)

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from inflight import GATE, STARTED, add_all_then_wait, fill_all_then_wait
+from inflight import launch_while as _launch_while
 from numba import cuda
 
 import smartarray as sa
@@ -36,62 +38,10 @@ pytestmark = [
     pytest.mark.skipif(not _backend.is_simulator(), reason="holds a launch in flight"),
 ]
 
-_started = threading.Event()
-_gate = threading.Event()
-
-
-@cuda.jit
-def add_all_then_wait(x, v):  # type: ignore[no-untyped-def]
-    # One thread writes every element, then holds the launch in flight (deterministic: the
-    # kernel's writes are all on the device before the other thread acts).
-    for i in range(x.size):
-        x[i] += v
-    _started.set()
-    _gate.wait(1.0)
-
-
-@cuda.jit
-def fill_all_then_wait(x, v):  # type: ignore[no-untyped-def]
-    for i in range(x.size):
-        x[i] = v
-    _started.set()
-    _gate.wait(1.0)
-
-
 @cuda.jit
 def add_all(x, v):  # type: ignore[no-untyped-def]
     for i in range(x.size):
         x[i] += v
-
-
-def _launch_while(kernel: Callable[[], Any], host: Callable[[], Any]) -> None:
-    """Run ``kernel()`` in one thread and, once its kernel has written and waits, ``host()``
-    in another (as tests/test_range_regressions.py does)."""
-    _started.clear()
-    _gate.clear()
-    errors: list[BaseException] = []
-
-    def run_kernel() -> None:
-        try:
-            kernel()
-        except BaseException as exc:  # pragma: no cover
-            errors.append(exc)
-
-    def run_host() -> None:
-        try:
-            assert _started.wait(30)
-            host()
-        except BaseException as exc:  # pragma: no cover
-            errors.append(exc)
-        finally:
-            _gate.set()
-
-    threads = [threading.Thread(target=run_kernel), threading.Thread(target=run_host)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
 
 
 def _in_thread(work: Callable[[], Any]) -> None:
@@ -326,8 +276,8 @@ def test_a_device_hand_out_during_another_threads_launch_over_a_covering_range()
 
 @cuda.jit
 def wait_then_fill_then_raise(x, v):  # type: ignore[no-untyped-def]
-    _started.set()
-    _gate.wait(1.0)
+    STARTED.set()
+    GATE.wait(1.0)
     for i in range(x.size):
         x[i] = v
     raise ValueError("the kernel failed after writing")

@@ -13,13 +13,13 @@ enqueue of the launch.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
-from numba import cuda, guvectorize, vectorize
+from inflight import GATE, STARTED, add_then_wait, fill
+from inflight import launch_while as _launch_while
+from numba import guvectorize, vectorize
 
 import smartarray as sa
 from smartarray._core import backend as _backend
@@ -34,31 +34,10 @@ pytestmark = [
 if not _backend.is_simulator():  # (the CUDA ufuncs below are built at import)
     pytest.skip("holds a launch in flight (simulator only)", allow_module_level=True)
 
-_started = threading.Event()
-_gate = threading.Event()
-
-
-@cuda.jit
-def fill(x, v):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = v
-
-
-@cuda.jit
-def add_then_wait(x, v):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += v
-    if i == 0:
-        _started.set()
-        _gate.wait(1.0)
-
-
 @vectorize(["float64(float64)"], target="cuda")
 def plus_one_then_wait(x):  # type: ignore[no-untyped-def]
-    _started.set()
-    _gate.wait(1.0)
+    STARTED.set()
+    GATE.wait(1.0)
     return x + 1.0
 
 
@@ -67,36 +46,6 @@ def plus_one_and_two(x, y, z):  # type: ignore[no-untyped-def]
     for i in range(x.shape[0]):
         y[i] = x[i] + 1.0
         z[i] = x[i] + 2.0
-
-
-def _launch_while(kernel: Callable[[], Any], host: Callable[[], Any]) -> None:
-    """Run ``kernel()`` in one thread and, once the kernel runs, ``host()`` in another (as
-    tests/test_range_regressions.py does)."""
-    _started.clear()
-    _gate.clear()
-    errors: list[BaseException] = []
-
-    def run_kernel() -> None:
-        try:
-            kernel()
-        except BaseException as exc:  # pragma: no cover
-            errors.append(exc)
-
-    def run_host() -> None:
-        try:
-            assert _started.wait(30)
-            host()
-        except BaseException as exc:  # pragma: no cover
-            errors.append(exc)
-        finally:
-            _gate.set()
-
-    threads = [threading.Thread(target=run_kernel), threading.Thread(target=run_host)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
 
 
 def _device_only(n: int, value: float = 1.0) -> sa.SmartArray:

@@ -1,0 +1,103 @@
+"""A launch held in flight, for the simulator tier's thread tests.
+
+In Numba's CUDA simulator a kernel runs as Python in the launching thread, so a kernel that
+waits on an event keeps its launch *in flight* (between the preparation of its arguments and
+the end of the launch) while another thread works on the same arrays. The kernels below set
+:data:`STARTED` once they have written, then wait (at most a second) for :data:`GATE`;
+:func:`launch_while` runs one in a thread and the host work in another once it waits. A
+kernel defined in a test module waits the same way by reading these two events (the
+simulator resolves a kernel's globals in its own module: import them there).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from numba import cuda
+
+STARTED = threading.Event()
+GATE = threading.Event()
+
+
+@cuda.jit
+def fill(x, v):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = v
+
+
+@cuda.jit
+def add(x, v):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += v
+
+
+@cuda.jit
+def add_then_wait(x, v):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += v
+    if i == 0:
+        STARTED.set()
+        GATE.wait(1.0)
+
+
+@cuda.jit
+def fill_then_wait(x, v):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = v
+    if i == 0:
+        STARTED.set()
+        GATE.wait(1.0)
+
+
+@cuda.jit
+def add_all_then_wait(x, v):  # type: ignore[no-untyped-def]
+    # One thread writes every element, then holds the launch in flight (deterministic: the
+    # kernel's writes are all on the device before the other thread acts).
+    for i in range(x.size):
+        x[i] += v
+    STARTED.set()
+    GATE.wait(1.0)
+
+
+@cuda.jit
+def fill_all_then_wait(x, v):  # type: ignore[no-untyped-def]
+    for i in range(x.size):
+        x[i] = v
+    STARTED.set()
+    GATE.wait(1.0)
+
+
+def launch_while(kernel: Callable[[], Any], host: Callable[[], Any]) -> None:
+    """Run ``kernel()`` in one thread and, once its kernel has written and waits, ``host()``
+    in another; then let the kernel finish. Re-raises here what either thread raised."""
+    STARTED.clear()
+    GATE.clear()
+    errors: list[BaseException] = []
+
+    def run_kernel() -> None:
+        try:
+            kernel()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def run_host() -> None:
+        try:
+            assert STARTED.wait(30)
+            host()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            GATE.set()
+
+    threads = [threading.Thread(target=run_kernel), threading.Thread(target=run_host)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
