@@ -19,18 +19,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from inflight import fill
 from numba import cuda
 
 import smartarray as sa
 
 pytestmark = pytest.mark.device
-
-
-@cuda.jit
-def fill(x, v):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = v
 
 
 @cuda.jit
