@@ -136,7 +136,14 @@ def test_bench_host_table(tmp_path: Path) -> None:
     assert rows["SmartArray(ndarray), 16 float64"]["baseline"] == "ndarray.copy()"
     assert "x[1:5], 16 float64" in rows
     table = [line for line in out.splitlines() if line.startswith(("| x", "| SmartArray("))]
-    assert len(table) == 8 and all(line.endswith("| not judged |") for line in table)
+    assert len(table) == 8 and all("| not judged |" in line for line in table)
+    # the indexing rows' "Python floor": a class that only forwards to the ndarray
+    for label, row in rows.items():
+        floor = row["floor_ratio"]
+        if label.startswith(("x[3]", "x[1:5]")):
+            assert floor > 0 and f"| {floor:.2f}x" in out
+        else:
+            assert floor is None
     assert "| yes" not in out and "| NO" not in out
     assert "too noisy to judge these ratios" in out
     # issue 31: the times and the ratio are one estimate's (the median one), so they agree
@@ -167,6 +174,10 @@ def test_host_rows_are_printed_as_they_are_measured(
     monkeypatch.setattr(bench_host, "_estimates", spy)
     rows = cli.host_speed(quick=True)
     last = capsys.readouterr().out
+    # (an indexing row is measured twice, against the SmartArray and against the Python
+    # floor: nothing is printed between the two)
+    assert len(printed_before) == len(rows) + 3 and printed_before.count("") == 3
+    printed_before = [out for out in printed_before if out]
     assert len(printed_before) == len(rows) == 9
     assert "| operation" in printed_before[0]  # the header, before the first measurement
     for k in range(1, len(rows)):  # before measuring row k, row k - 1 is on screen

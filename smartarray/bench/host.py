@@ -10,7 +10,10 @@ One *estimate* is the best time of each variant over a few interleaved rounds (s
 burst of load on a shared machine hits both alike) and their ratio. Each row of the table is
 the *median estimate* of several, the one whose ratio is the median: its two times and its
 ratio, so that the columns agree (SmartArray time ÷ ndarray time = ratio), with the range of
-all the estimates' ratios. The last row compares a trivial ``@njit`` call with a
+all the estimates' ratios. The indexing rows also time the statement on a class defined in
+Python whose ``__getitem__``/``__setitem__`` only forward to the ndarray (a slice wrapped in a
+new instance): the "Python floor" column, the ratio no Python-level class can go below on
+that machine. The last row compares a trivial ``@njit`` call with a
 SmartArray argument against Numba's own floor for a non-ndarray argument (an object typed
 through ``_numba_type_`` whose unboxing does nothing), which is the part of the overhead
 that smartarray itself adds.
@@ -40,12 +43,37 @@ class Case:
     target: float
     baseline_statement: str | None = None
     baseline: str = "ndarray"
+    floor: bool = False  # also time ``statement`` on _Forwarding wrappers of the ndarrays
+
+
+class _Forwarding:
+    """The least any Python class standing for an ndarray costs when indexed: ``__getitem__``
+    and ``__setitem__`` only forward to the ndarray, and a slice's result is wrapped in a new
+    instance (one attribute). Its ratio to the ndarray is the "Python floor" column: what
+    CPython charges a class defined in Python for the same statement, before any work of
+    its own."""
+
+    __slots__ = ("_a",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._a = array
+
+    def __getitem__(self, key: Any) -> Any:
+        item = self._a[key]
+        if type(key) is slice:
+            view = object.__new__(_Forwarding)
+            view._a = item
+            return view
+        return item
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._a[key] = value
 
 
 CASES = (
-    Case("x[3], 16 float64", "x[3]", 16, 3.0),
-    Case("x[3] = 1.0, 16 float64", "x[3] = 1.0", 16, 3.0),
-    Case("x[1:5], 16 float64", "x[1:5]", 16, 4.0),
+    Case("x[3], 16 float64", "x[3]", 16, 3.0, floor=True),
+    Case("x[3] = 1.0, 16 float64", "x[3] = 1.0", 16, 3.0, floor=True),
+    Case("x[1:5], 16 float64", "x[1:5]", 16, 4.0, floor=True),
     Case("x + y, 16 elements", "x + y", 16, 5.0),
     Case(
         "SmartArray(ndarray), 16 float64",
@@ -86,18 +114,29 @@ def _estimates(
     return pairs
 
 
+def _median(pairs: list[tuple[float, float]]) -> tuple[float, float]:
+    """The estimate whose ratio is the median (for an even number, the lower of the middle
+    two)."""
+    return sorted(pairs, key=lambda pair: pair[1] / pair[0])[(len(pairs) - 1) // 2]
+
+
 def _row(
     label: str,
     target: float,
     pairs: list[tuple[float, float]],
     judge: bool,
     base_name: str = "ndarray",
+    floor_pairs: list[tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
     """A table row from the estimates: the median estimate's times and ratio, and the range
-    of all the ratios. (For an even number of estimates, the lower of the middle two.)"""
+    of all the ratios; with ``floor_pairs`` (ndarray, _Forwarding), the median of those."""
     ratios = [cand / base for base, cand in pairs]
-    base, cand = sorted(pairs, key=lambda pair: pair[1] / pair[0])[(len(pairs) - 1) // 2]
+    base, cand = _median(pairs)
     ratio = cand / base
+    floor = None
+    if floor_pairs:
+        floor_base, floor_cand = _median(floor_pairs)
+        floor = floor_cand / floor_base
     return {
         "label": label,
         "baseline": base_name,
@@ -109,6 +148,7 @@ def _row(
         "estimates": len(pairs),
         "target": target,
         "met": ratio <= target if judge else None,
+        "floor_ratio": floor,
     }
 
 
@@ -159,7 +199,8 @@ def measure_host_overhead(
         (what the ratio divides by), ``baseline_us`` and ``smartarray_us`` (that estimate's
         best microseconds per operation of each variant), ``ratio``, ``ratio_min`` and
         ``ratio_max`` (over all the estimates), ``estimates``, ``target`` and ``met``
-        (whether ``ratio <= target``; None when not judged).
+        (whether ``ratio <= target``; None when not judged), and ``floor_ratio`` (the
+        indexing rows: the median estimate of a forwarding Python class ÷ ndarray; else None).
     """
     rows = []
 
@@ -184,7 +225,12 @@ def measure_host_overhead(
             candidate = timeit.Timer(case.statement, globals={"nx": nx, "SmartArray": SmartArray})
         candidate.timeit(3)  # first use: caches, steady state
         pairs = _estimates(baseline, candidate, estimates, rounds, seconds)
-        add(_row(case.label, case.target, pairs, judge, case.baseline))
+        floor_pairs = None
+        if case.floor:
+            wrapped = {"x": _Forwarding(x), "y": _Forwarding(y)}
+            floor = timeit.Timer(case.statement, globals=wrapped)
+            floor_pairs = _estimates(baseline, floor, estimates, rounds, seconds)
+        add(_row(case.label, case.target, pairs, judge, case.baseline, floor_pairs))
     if njit:
         floor, candidate = _njit_timers()
         pairs = _estimates(floor, candidate, estimates, rounds, seconds)
@@ -200,10 +246,10 @@ def _verdict(met: bool | None) -> str:
     return "not judged" if met is None else "yes" if met else "NO"
 
 
-HEADERS = ("operation", "baseline", "SmartArray", "ratio (range)", "target", "met")
+HEADERS = ("operation", "baseline", "SmartArray", "ratio (range)", "target", "met", "Python floor")
 # Fixed widths, so that a row can be printed as soon as it is measured (wider cells widen
 # their own row only: the table stays valid Markdown).
-_WIDTHS = (max(len(c.label) for c in (*CASES, Case(NJIT_LABEL, "", 0, 0))), 27, 11, 21, 8, 10)
+_WIDTHS = (max(len(c.label) for c in (*CASES, Case(NJIT_LABEL, "", 0, 0))), 27, 11, 21, 8, 10, 12)
 
 
 def _line(cells: tuple[str, ...] | list[str]) -> str:
@@ -225,6 +271,7 @@ def format_row(row: dict[str, Any]) -> str:
             f"{row['ratio']:.2f}x ({row['ratio_min']:.2f}-{row['ratio_max']:.2f})",
             f"<= {row['target']:g}x",
             _verdict(row["met"]),
+            "-" if row.get("floor_ratio") is None else f"{row['floor_ratio']:.2f}x",
         ]
     )
 
