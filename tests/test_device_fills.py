@@ -367,3 +367,28 @@ def test_an_array_fill_value_is_uploaded_as_before() -> None:
     with sa.track_transfers() as t:
         np.testing.assert_array_equal(np.array(a), np.tile([1.0, 2.0, 3.0], (2, 1)))
     assert t.count == 0
+
+
+@cuda.jit
+def copy_into(dst, src):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+def test_a_launch_cancelled_on_undefined_bytes_keeps_them_undefined() -> None:
+    # ``empty(where='gpu')`` with its host buffer made: both buffers hold different bytes,
+    # both "current" (undefined). A launch that writes it is cancelled before it is enqueued
+    # (its second argument is refused once the first is prepared): the bytes are undefined
+    # as before, so an export taken later makes them the host's (numpy: one array, whose
+    # bytes are the export's), and a write through the export equal to the bytes it
+    # replaces still reaches the device.
+    a = sa.empty(8, where="gpu")
+    a[0]  # (a host read: the host buffer is made)
+    a._alloc.device.copy_to_device(np.full(8, 5.0))  # (device bytes unlike the host's)
+    reversed_view = sa.SmartArray(np.arange(8.0))[::-1]
+    with pytest.raises(ValueError, match="negative strides"):
+        copy_into[1, 8](sa.Out(a), reversed_view)  # refused in its preparation
+    h = np.asarray(a)
+    h[3] = h[3]  # (unseen: the same bytes)
+    np.testing.assert_array_equal(a.get("gpu").copy_to_host(), h)

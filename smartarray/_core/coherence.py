@@ -72,9 +72,13 @@ _keys = itertools.count(1)
 
 
 # A launch's write in flight (see Allocation._writers): the launch, its thread, the bytes it
-# writes (None: all), the host writes other threads made into them meanwhile, and the bytes
-# whose host copy stands for the device's until the launch is enqueued.
-_Writer = tuple[object, int, "Extent | None", list[Any], list[tuple[int, int]]]
+# writes (None: all), the host writes other threads made into them meanwhile, the bytes
+# whose host copy stands for the device's until the launch is enqueued, and those of them
+# that were ``empty``'s undefined bytes (see ``_undefined``), undefined again if the launch
+# is cancelled.
+_Writer = tuple[
+    object, int, "Extent | None", list[Any], list[tuple[int, int]], list[tuple[int, int]]
+]
 
 
 class State(enum.Enum):
@@ -561,7 +565,7 @@ class Allocation:
         :meth:`_drop_stale_writers`)."""
         me = threading.get_ident()
         spans: list[tuple[int, int]] = []
-        for owner, thread, extent, _, _ in self._writers:
+        for owner, thread, extent, _, _, _ in self._writers:
             if owner is not launch and (own or thread != me):
                 spans.extend(((0, self.nbytes),) if extent is None else extent)
         return coalesce(sorted(spans), 0) if spans else spans
@@ -583,7 +587,7 @@ class Allocation:
         me = threading.get_ident()
         intervals = [(0, self.nbytes)] if extent is None else list(extent)
         host = self.host
-        for _, thread, written, records, _ in self._writers:
+        for _, thread, written, records, _, _ in self._writers:
             if thread == me or not _overlap(written, extent):
                 continue
             for lo, hi in _intersect(intervals, written, self.nbytes):
@@ -647,7 +651,7 @@ class Allocation:
         enqueued (then device-written)."""
         me = threading.get_ident()
         held: list[tuple[int, int]] = []
-        for owner, thread, extent, records, _ in self._writers:
+        for owner, thread, extent, records, _, _ in self._writers:
             if owner is launch or thread == me:
                 continue
             span = [(0, self.nbytes)] if extent is None else list(extent)
@@ -1040,7 +1044,8 @@ class Allocation:
             both = self._runs(extent, State.BOTH)
             # (``both``: the bytes whose host copy stands for the device's until the launch
             # is enqueued; cancel_launch gives them their label back)
-            self._writers.append((launch, threading.get_ident(), extent, [], both))
+            undefined = _intersect(self._undefined, tuple(both), self.nbytes) if both else []
+            self._writers.append((launch, threading.get_ident(), extent, [], both, undefined))
             if self._segments is None:
                 self._segments = Segments(self.nbytes, self.state, State.BOTH)
                 self.state = State.MIXED
@@ -1132,7 +1137,7 @@ class Allocation:
                 self._launch_ranges = []
             if self.host_memory != "mapped":
                 old_state, old_segments = state
-                for owner, _, _, records, standing in self._writers:
+                for owner, _, _, records, standing, undefined in self._writers:
                     if owner is not launch or not standing:
                         continue
                     # The labels the launch set: the bytes begin_device_write labelled
@@ -1143,6 +1148,9 @@ class Allocation:
                     back = self._runs(tuple(standing), State.HOST) if standing else []
                     if back:
                         self._set_state(tuple(back), State.BOTH)
+                        again = _intersect(undefined, tuple(back), self.nbytes)
+                        if again:  # (``empty``'s bytes the launch never wrote)
+                            self._undefined = coalesce(sorted(self._undefined + again), 0)
                 self._forget_writes(launch)
                 if old_segments is None:
                     forget = [(0, self.nbytes)] if old_state is State.HOST else []
@@ -1171,7 +1179,7 @@ class Allocation:
                     # values from before the kernel, which may have written part of them:
                     # the device's count (no two values labelled current), except where
                     # another thread wrote on the host.
-                    for owner, _, extent, records, _ in list(self._writers):
+                    for owner, _, extent, records, _, _ in list(self._writers):
                         if owner is not launch:
                             continue
                         both = self._unwritten(self._runs(extent, State.BOTH), records)
@@ -1630,7 +1638,7 @@ class Allocation:
                 # end_resident_write): host writes of other threads meanwhile are recorded
                 # (see _writers), as for the general path's begin_device_write.
                 assert span is not None
-                self._writers.append((pins.token, _thread.get_ident(), span[0], [], []))
+                self._writers.append((pins.token, _thread.get_ident(), span[0], [], [], []))
                 pins.written.append(self)
             self._default_stream_work = default_stream_work
             self._ordered = None  # (a note on another stream must merge this launch's work)
