@@ -98,3 +98,20 @@ def test_a_refused_strided_write_under_no_transfers_changes_nothing() -> None:
     device = np.asarray(a.get("gpu").copy_to_host())
     np.testing.assert_array_equal(host, device)
     np.testing.assert_array_equal(host, before if raised else after)
+
+
+def test_an_element_of_a_structured_array_is_a_writable_view_as_in_numpy() -> None:
+    # numpy: ``v = a[0]`` of a 1-d structured array is a numpy.void *view* of the element;
+    # ``v['x'] = 5.0`` writes the array (a becomes [(5.0, 0), (0.0, 0), (0.0, 0)]).
+    # Got on 7a10a2c (and before: not from the recent changes): ValueError "assignment
+    # destination is read-only", because every element read (the fast paths of
+    # SmartArray.__getitem__, smartarray/_array.py:944-971, and the general path,
+    # _array.py:1037-1042) indexes the cached read-only host view (_host_1d / _host_ro).
+    # docs/ndarray-differences.md does not list this difference.
+    dtype = np.dtype([("x", "f8"), ("y", "i4")])
+    ref = np.zeros(3, dtype=dtype)
+    ref[0]["x"] = 5.0
+    a = sa.SmartArray(np.zeros(3, dtype=dtype))
+    v = a[0]
+    v["x"] = 5.0
+    np.testing.assert_array_equal(np.asarray(a), ref)
