@@ -256,6 +256,12 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     # instance slower.
     _host_ro: np.ndarray | None = None
     _host_rw: np.ndarray | None = None
+    # _host_rw of a contiguous 1-d array of a numeric dtype, once made: the one scalar writes
+    # without the lock go through (__setitem__). Their bytes (an element, a slice with no
+    # step) are then an exact extent, all overwritten: the write made again under the lock
+    # when another thread came between never needs a copy, so it cannot be refused half-way
+    # (no_transfers(), no memory).
+    _host_scalar: np.ndarray | None = None
     # (True, this class attribute, unless set: a slice of a writable array sets nothing)
     _writeable: bool = True
     # _host_ro of a 1-d array, once made (the element fast path of __getitem__ reads it):
@@ -441,7 +447,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         self._dtype = dtype
         self._writeable = writeable
         self._host_ro = None
-        self._host_rw = None
+        self._host_rw = self._host_scalar = None
         if base is not None:
             self._base = base
 
@@ -731,6 +737,12 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                 )
             if writeable:
                 self._host_rw = view
+                if (
+                    len(self._shape) == 1
+                    and self._strides[0] == self._dtype.itemsize
+                    and self._dtype.kind in _NUMERIC_KINDS
+                ):
+                    self._host_scalar = view
             else:
                 self._host_ro = view
                 if len(self._shape) == 1:
@@ -828,6 +840,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             # Everything cached for the old layout: host views and template (attributes),
             # Numba types and compiled code's host views (instance-dict entries).
             self._host_rw = self._host_ro = self._host_1d = self._template_cache = None
+            self._host_scalar = None
             for key in _NUMBA_LAYOUT_CACHES:
                 self.__dict__.pop(key, None)
             self._shape = tuple(template.shape)
@@ -1053,23 +1066,25 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         return _hooks.call_on_host(_getitem, (self, key), {})
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        host = self._host_rw  # cached only for writable arrays
+        host = self._host_scalar  # (a writable contiguous 1-d numeric array's: see there)
         if (
             host is not None
-            and (type(key) is int or type(key) is slice)
+            and (type(key) is int or (type(key) is slice and key.step is None))
             and (type(value) is float or type(value) in SCALAR_VALUES)
         ):
             # Fastest path: a scalar written without the lock while the allocation holds a
             # host token (state HOST, nothing pending, no launch in preparation: see
             # Allocation._host_token). The same token after the write means no copy read the
             # buffer and no label changed meanwhile; otherwise the locked path below writes
-            # again (a scalar written twice is written once) and labels the bytes.
+            # again (a scalar written twice is written once; its bytes are an exact extent,
+            # which needs no copy) and labels the bytes.
             alloc = self._alloc_if_made  # (set wherever _host_rw is: _host_view reads _alloc)
             token = alloc._host_token  # type: ignore[union-attr]
             if token is not None:
                 host[key] = value
                 if alloc._host_token is token:  # type: ignore[union-attr]
                     return
+        host = self._host_rw  # cached only for writable arrays
         alloc = self._alloc_if_made
         if (
             host is not None

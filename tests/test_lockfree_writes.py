@@ -45,9 +45,9 @@ def _interleave(
     after: Callable[[], object] | None = None,
 ) -> None:
     assert a._alloc._host_token is not None, "the next scalar write would not be lock-free"
-    hooked = a._host_rw.view(_Interleaved)  # type: ignore[union-attr]
+    hooked = a._host_scalar.view(_Interleaved)  # type: ignore[union-attr]
     hooked.before, hooked.after = before, after
-    a._host_rw = hooked
+    a._host_scalar = hooked  # (the view the lock-free writes go through)
 
 
 def _host_current(n: int) -> sa.SmartArray:
