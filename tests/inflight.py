@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from numba import cuda
 
 STARTED = threading.Event()
@@ -101,3 +102,47 @@ def launch_while(kernel: Callable[[], Any], host: Callable[[], Any]) -> None:
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+# --- a lock-free scalar write with another thread's work around it (smartarray._array's
+# SmartArray.__setitem__, Allocation._host_token) ------------------------------------------
+
+
+class Interleaved(np.ndarray):
+    """A host view whose next write runs ``before()`` and ``after()`` around numpy's: the
+    two points where CPython may switch to another thread around a lock-free write."""
+
+    before: Callable[[], object] | None = None
+    after: Callable[[], object] | None = None
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        before, after = self.before, self.after
+        self.before = self.after = None  # (once: the write made again under the lock is plain)
+        if before is not None:
+            before()
+        super().__setitem__(key, value)
+        if after is not None:
+            after()
+
+
+def host_current(n: int) -> Any:
+    """``SmartArray(np.arange(n) * 1.0)`` with element 0 set to 0, current on the host only,
+    holding a host token: its next scalar writes are lock-free."""
+    import smartarray as sa
+
+    a = sa.SmartArray(np.arange(n, dtype=np.float64))
+    a[0] = 0.0  # (the general path: the cached host views are made)
+    a[0] = 0.0  # (the locked fast path, in state HOST: the host token is made)
+    return a
+
+
+def interleave(
+    a: Any, before: Callable[[], object] | None = None, after: Callable[[], object] | None = None
+) -> Interleaved:
+    """Make ``a``'s next lock-free write run ``before()`` and ``after()`` around numpy's
+    write; returns the hooked view (``.before``/``.after`` are None once it ran)."""
+    assert a._alloc._host_token is not None, "the next scalar write would not be lock-free"
+    hooked = a._host_scalar.view(Interleaved)
+    hooked.before, hooked.after = before, after
+    a._host_scalar = hooked  # (the view the lock-free writes go through)
+    return hooked

@@ -17,51 +17,17 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import run_in_threads
+from inflight import host_current, interleave
 from numba import cuda
 
 import smartarray as sa
 from smartarray._core import ranges as _ranges
 
-
-class _Interleaved(np.ndarray):
-    """A host view whose next write runs ``before()`` and ``after()`` around numpy's."""
-
-    before: Callable[[], object] | None = None
-    after: Callable[[], object] | None = None
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        before, after = self.before, self.after
-        self.before = self.after = None  # (once: the write made again under the lock is plain)
-        if before is not None:
-            before()
-        super().__setitem__(key, value)
-        if after is not None:
-            after()
-
-
-def _interleave(
-    a: sa.SmartArray,
-    before: Callable[[], object] | None = None,
-    after: Callable[[], object] | None = None,
-) -> None:
-    assert a._alloc._host_token is not None, "the next scalar write would not be lock-free"
-    hooked = a._host_scalar.view(_Interleaved)  # type: ignore[union-attr]
-    hooked.before, hooked.after = before, after
-    a._host_scalar = hooked  # (the view the lock-free writes go through)
-
-
-def _host_current(n: int) -> sa.SmartArray:
-    a = sa.SmartArray(np.arange(n, dtype=np.float64))
-    a[0] = 0.0  # (the general path: the cached host view is made)
-    a[0] = 0.0  # (the locked fast path, in state HOST: the host token is made)
-    return a
-
-
 # --- host tier ---------------------------------------------------------------------------
 
 
 def test_scalar_writes_after_the_first_take_no_lock() -> None:
-    a = _host_current(16)
+    a = host_current(16)
     done: list[bool] = []
 
     def write() -> None:
@@ -85,7 +51,7 @@ def test_scalar_writes_after_the_first_take_no_lock() -> None:
 def test_other_values_and_keys_take_the_locked_path() -> None:
     # Values that are not scalars (text, ndarrays, sequences) and other keys are written
     # under the lock, with numpy's result.
-    a = _host_current(8)
+    a = host_current(8)
     ref = np.arange(8.0)
     ref[0] = 0.0
     for key, value in [(1, "2.5"), (2, np.array(4.0)), (slice(3, 5), [1.0, 2.0]), ((6,), 9)]:
@@ -100,7 +66,7 @@ def test_other_values_and_keys_take_the_locked_path() -> None:
 
 
 def test_a_label_change_drops_the_token() -> None:
-    a = _host_current(8)
+    a = host_current(8)
     token = a._alloc._host_token
     a.mark_changed("host")  # (a label change: the token is not kept across it)
     assert a._alloc._host_token is None
@@ -136,8 +102,8 @@ def test_an_upload_just_before_the_write(key: Any) -> None:
     # Another thread copies the array to the device after the writer saw the token and
     # before numpy writes: the copy has the old value, and both copies are labelled
     # current. The writer finds the token gone and writes again, labelling its bytes.
-    a = _host_current(8)
-    _interleave(a, before=a.to_gpu)
+    a = host_current(8)
+    interleave(a, before=a.to_gpu)
     a[key] = 7.0
     ref = np.arange(8.0)
     ref[0] = 0.0
@@ -148,8 +114,8 @@ def test_an_upload_just_before_the_write(key: Any) -> None:
 
 @device
 def test_an_upload_just_after_the_write() -> None:
-    a = _host_current(8)
-    _interleave(a, after=a.to_gpu)
+    a = host_current(8)
+    interleave(a, after=a.to_gpu)
     a[3] = 7.0
     ref = np.arange(8.0)
     ref[0], ref[3] = 0.0, 7.0
@@ -169,14 +135,14 @@ def test_a_kernel_a_download_and_a_new_token_around_the_write(gap: int | None) -
     if gap is not None:
         sa.set_coalesce_bytes(gap)
     try:
-        a = _host_current(8)
+        a = host_current(8)
 
         def after() -> None:
             assert float(a.sum()) >= 0  # a host read: downloads
             a.mark_changed("host")
             a[6] = 2.0  # under the lock (no token after the label change): a new token
 
-        _interleave(a, before=lambda: set_at[1, 1](a, 5, 9.0), after=after)
+        interleave(a, before=lambda: set_at[1, 1](a, 5, 9.0), after=after)
         a[3] = 7.0
     finally:
         sa.set_coalesce_bytes(before_gap)
@@ -191,8 +157,8 @@ def test_a_kernel_on_other_elements_while_the_write_lands() -> None:
     # The kernel's launch (upload, then its device write of element 5) happens between
     # the check and the write; nothing reads the host meanwhile. Element 3 is current on
     # the host only afterwards, element 5 on the device only.
-    a = _host_current(8)
-    _interleave(a, before=lambda: set_at[1, 1](a, 5, 9.0))
+    a = host_current(8)
+    interleave(a, before=lambda: set_at[1, 1](a, 5, 9.0))
     a[3] = 7.0
     ref = np.arange(8.0)
     ref[0], ref[3], ref[5] = 0.0, 7.0, 9.0
@@ -218,7 +184,7 @@ def test_element_writes_racing_a_kernel_on_the_other_parity() -> None:
     # Real threads: one launches a kernel adding 1 to the odd elements, the other writes the
     # even ones one at a time (lock-free after the first), from a host-current start.
     for trial in range(10):
-        a = _host_current(200)
+        a = host_current(200)
         run_in_threads(_kernel_on_odds_or_host_writes_to_evens(a), 2)
         ref = np.arange(200.0)
         ref[0::2] = -1.0
@@ -235,7 +201,7 @@ def test_a_write_landing_while_an_upload_copies(monkeypatch: pytest.MonkeyPatch)
     # (here: the uploading thread gives it 0.2 s, then goes on) and labels its bytes.
     from smartarray._core import transfer
 
-    a = _host_current(8)
+    a = host_current(8)
     copy = transfer.host_to_device
     writer_done = threading.Event()
 

@@ -13,53 +13,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import pytest
+from inflight import host_current, interleave
 from numba import cuda
 
 import smartarray as sa
-
-
-class _Interleaved(np.ndarray):
-    """A host view whose next write runs ``before()`` and ``after()`` around numpy's."""
-
-    before: Callable[[], object] | None = None
-    after: Callable[[], object] | None = None
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        before, after = self.before, self.after
-        self.before = self.after = None
-        if before is not None:
-            before()
-        super().__setitem__(key, value)
-        if after is not None:
-            after()
-
-
-def _interleave(
-    a: sa.SmartArray,
-    before: Callable[[], object] | None = None,
-    after: Callable[[], object] | None = None,
-) -> None:
-    assert a._alloc._host_token is not None, "the next scalar write would not be lock-free"
-    hooked = a._host_scalar.view(_Interleaved)  # type: ignore[union-attr]
-    hooked.before, hooked.after = before, after
-    a._host_scalar = hooked  # (the view the lock-free writes go through)
 
 
 def _in_another_thread(work: Callable[[], object]) -> None:
     thread = threading.Thread(target=work)
     thread.start()
     thread.join()
-
-
-def _host_current(n: int) -> sa.SmartArray:
-    a = sa.SmartArray(np.arange(n, dtype=np.float64))
-    a[0] = 0.0  # (the general path: the cached host view is made)
-    a[0] = 0.0  # (the locked fast path, in state HOST: the host token is made)
-    return a
 
 
 @cuda.jit
@@ -87,9 +53,10 @@ def test_a_refused_strided_write_under_no_transfers_changes_nothing() -> None:
     # under the lock never needs a copy; ``a[::2]`` takes the lock, and no other thread
     # comes between its check and its write (the hook below is never called).
     n = 400
-    a = _host_current(n)
-    _interleave(a, before=lambda: _in_another_thread(lambda: set_at[1, 1](a[n // 2 :], 0, -1.0)))
-    hooked = a._host_scalar
+    a = host_current(n)
+    hooked = interleave(
+        a, before=lambda: _in_another_thread(lambda: set_at[1, 1](a[n // 2 :], 0, -1.0))
+    )
     before = np.arange(n, dtype=np.float64)
     before[0] = 0.0
     before[n // 2] = -1.0
@@ -115,9 +82,10 @@ def test_a_contiguous_write_raced_under_no_transfers_is_made_whole() -> None:
     # copy (its bytes are all overwritten), so no_transfers() has nothing to refuse, and the
     # write is whole, after the kernel's (numpy: the later write wins).
     n = 400
-    a = _host_current(n)
-    _interleave(a, before=lambda: _in_another_thread(lambda: set_at[1, 1](a[n // 2 :], 0, -1.0)))
-    hooked = a._host_scalar
+    a = host_current(n)
+    hooked = interleave(
+        a, before=lambda: _in_another_thread(lambda: set_at[1, 1](a[n // 2 :], 0, -1.0))
+    )
     with sa.no_transfers():
         a[0:n] = 7.0
     assert hooked.before is None  # (the lock-free path was taken, and raced)
