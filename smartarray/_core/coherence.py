@@ -129,14 +129,14 @@ class Allocation:
     _spilled_hand_out = False
     _label: str | None = None
     _number: int | None = None  # (made when the label is first read)
-    # A token that lets one host write of a scalar go without the lock (see
+    # A token that lets a host write of a scalar go without the lock (see
     # SmartArray.__setitem__), and an element read check one attribute: a new object, set
     # under the lock by a host write or read (ensure_host) in state HOST with no event
-    # pending and no launch in preparation; None again as soon as that
-    # may stop holding, before anything reads the host buffer to copy it (_upload_runs) or
-    # any label changes (_set_state, begin_device_write). A writer reads it before and after
-    # its write: the same object both times means no copy read the buffer and no label
-    # changed meanwhile; otherwise it writes again under the lock.
+    # pending and no launch in preparation; None again as soon as that may stop holding:
+    # before anything reads the host buffer to copy it (_upload_runs), and at any label
+    # change (_set_state, begin_device_write). A writer reads it before and after its write:
+    # the same object both times means no copy read the buffer and no label changed
+    # meanwhile; otherwise it writes again under the lock (docs/coherence.md, invariant 7).
     _host_token: object | None = None
     # (rebound, never changed in place: safe to share as a class default)
     _undefined: list[tuple[int, int]] = []
