@@ -1,11 +1,11 @@
 """Scalar host writes made without the lock (``Allocation._host_token``).
 
-A scalar written into an array current only on the host (state HOST, nothing pending) takes
-no lock: the writer reads the allocation's host token before and after numpy's write, and
-writes again under the lock if it changed. Every test checks numpy's result on both sides.
-The races are made deterministic by a host view whose ``__setitem__`` runs "another
-thread's" work just before and just after numpy's write: the two points where CPython may
-switch threads around it.
+A scalar written into a contiguous 1-d numeric array current only on the host (state HOST,
+nothing pending), as an element or a slice with no step, takes no lock: the writer reads the
+allocation's host token before and after numpy's write, and writes again under the lock if
+it changed. Every test checks numpy's result on both sides. The races are made deterministic
+by a host view whose ``__setitem__`` runs "another thread's" work just before and just after
+numpy's write: the two points where CPython may switch threads around it (tests/inflight.py).
 """
 
 from __future__ import annotations
@@ -26,43 +26,87 @@ from smartarray._core import ranges as _ranges
 # --- host tier ---------------------------------------------------------------------------
 
 
-def test_scalar_writes_after_the_first_take_no_lock() -> None:
+def _finishes_while_locked(a: sa.SmartArray, write: Callable[[], object]) -> bool:
+    """Whether ``write()``, run in another thread while this one holds ``a``'s lock, finishes
+    within 0.3 s (it then took no lock); it finishes in any case before this returns."""
+    writer = threading.Thread(target=write)
+    with a._alloc.lock:
+        writer.start()
+        writer.join(0.3)
+        finished = not writer.is_alive()
+    writer.join()
+    return finished
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "lock_free"),
+    [
+        (3, 7.0, True),
+        (3, 7, True),
+        (3, np.float32(1.5), True),
+        (slice(4, 6), 2.0, True),
+        (slice(None), 2.0, True),
+        (slice(0, 8, 2), 2.0, False),  # (a step: the bytes are not one extent)
+        (np.int64(3), 7.0, False),  # (a numpy integer key)
+        ((3,), 7.0, False),
+        (3, "2.5", False),  # (text: converted by smartarray first)
+        (3, np.array(4.0), False),
+        (slice(3, 5), [1.0, 2.0], False),
+    ],
+)
+def test_which_writes_take_no_lock(key: Any, value: Any, lock_free: bool) -> None:
+    # Each write gives numpy's result; only scalars into an element or a slice with no step
+    # go without the lock.
     a = host_current(16)
-    done: list[bool] = []
+    ref = np.arange(16.0)
+    ref[0] = 0.0
+    ref[key] = value
 
     def write() -> None:
-        a[3] = 7.0  # would wait for the lock, held below, if it took it
-        a[4:6] = 2
-        done.append(True)
+        a[key] = value
 
-    with a._alloc.lock:
-        writer = threading.Thread(target=write)
-        writer.start()
-        writer.join(10)
-        finished_while_locked = not writer.is_alive()
-    writer.join()
-    assert finished_while_locked and done
-    a[np.int64(7)] = np.float32(1.5)  # (a numpy integer key: the locked path)
-    expected = np.arange(16.0)
-    expected[[0, 3, 4, 5, 7]] = [0.0, 7.0, 2.0, 2.0, 1.5]
-    np.testing.assert_array_equal(np.asarray(a), expected)
+    assert _finishes_while_locked(a, write) is lock_free
+    np.testing.assert_array_equal(np.asarray(a), ref)
 
 
-def test_other_values_and_keys_take_the_locked_path() -> None:
-    # Values that are not scalars (text, ndarrays, sequences) and other keys are written
-    # under the lock, with numpy's result.
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: sa.SmartArray(np.arange(16.0))[::2],  # (not contiguous)
+        lambda: sa.SmartArray(np.zeros((4, 4))),  # (2-d: a row)
+        lambda: sa.SmartArray(np.zeros(16, dtype=[("x", "f8")])),  # (not numeric)
+    ],
+    ids=["strided", "2-d", "structured"],
+)
+def test_arrays_whose_element_writes_take_the_lock(make: Callable[[], sa.SmartArray]) -> None:
+    a = make()
+    a[1] = 1.0
+    a[1] = 1.0  # (a token, if the array could have one)
+    ref = np.asarray(a).copy()
+    ref[2] = 3.0
+
+    def write() -> None:
+        a[2] = 3.0
+
+    assert not _finishes_while_locked(a, write)
+    np.testing.assert_array_equal(np.asarray(a), ref)
+
+
+def test_bad_writes_raise_numpys_errors_and_change_nothing() -> None:
     a = host_current(8)
     ref = np.arange(8.0)
     ref[0] = 0.0
-    for key, value in [(1, "2.5"), (2, np.array(4.0)), (slice(3, 5), [1.0, 2.0]), ((6,), 9)]:
-        a[key] = value
-        ref[key] = value
-    np.testing.assert_array_equal(np.asarray(a), ref)
     with pytest.raises(IndexError):
-        a[8] = 1.0  # numpy's error, nothing written
+        a[8] = 1.0
     with pytest.raises(ValueError):
         a[1] = "x"
+    b = sa.SmartArray(np.zeros(4, dtype=np.int8))
+    b[0] = 1
+    b[0] = 1  # (the token: the next writes are lock-free)
+    with pytest.raises(OverflowError):
+        b[1] = 1000  # numpy's error, before anything is written
     np.testing.assert_array_equal(np.asarray(a), ref)
+    np.testing.assert_array_equal(np.asarray(b), [1, 0, 0, 0])
 
 
 def test_a_label_change_drops_the_token() -> None:
