@@ -668,12 +668,7 @@ class Allocation:
         snapshot = self._host_snapshot
         if snapshot is None or self.host is None:
             return []
-        host = _bytes_of(self.host)
-        found: list[tuple[int, int]] = []
-        for lo, hi in runs:
-            if not np.array_equal(host[lo:hi], snapshot[lo:hi]):
-                found.extend(_differing(host[lo:hi], snapshot[lo:hi], lo))
-        return found
+        return _changed_ranges(self.host, snapshot, runs, exact=True)
 
     def _forget_writes(self, launch: object) -> None:
         """None of ``launch``'s writes is in flight any more (it failed)."""
@@ -1708,12 +1703,13 @@ def _snapshot(host: np.ndarray) -> np.ndarray:
 
 
 def _changed_ranges(
-    host: np.ndarray, snapshot: np.ndarray, runs: list[tuple[int, int]]
+    host: np.ndarray, snapshot: np.ndarray, runs: list[tuple[int, int]], exact: bool = False
 ) -> list[tuple[int, int]]:
     """The byte ranges within ``runs`` where ``host`` differs from ``snapshot``: compared in
     16 MiB pieces (as 8-byte words where they line up); the differing bytes of a piece found
     exactly, then merged within each run across gaps below the coalescing gap (at most 32
-    ranges per run: past that, the run's covering range)."""
+    ranges per run: past that, the run's covering range). With ``exact``, the differing
+    bytes themselves (touching ranges merged, nothing else)."""
     a = _bytes_of(host)
     changed: list[tuple[int, int]] = []
     step = 16 << 20
@@ -1728,6 +1724,9 @@ def _changed_ranges(
             elif np.array_equal(x, y):
                 continue
             found.extend(_differing(x, y, start))
+        if exact:
+            changed.extend(coalesce(found, 0) if found else found)
+            continue
         found = coalesce(found)
         if len(found) > 32:
             found = [(found[0][0], found[-1][1])]
