@@ -102,6 +102,13 @@ F8 = np.dtype(np.float64)
 
 
 @cuda.jit
+def fill(a, v):  # type: ignore[no-untyped-def]
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] = v
+
+
+@cuda.jit
 def add_scalar(a, v):  # type: ignore[no-untyped-def]
     i = cuda.grid(1)
     if i < a.size:

@@ -23,20 +23,6 @@ GATE = threading.Event()
 
 
 @cuda.jit
-def fill(x, v):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = v
-
-
-@cuda.jit
-def add(x, v):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += v
-
-
-@cuda.jit
 def add_then_wait(x, v):  # type: ignore[no-untyped-def]
     i = cuda.grid(1)
     if i < x.size:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from inflight import fill
+from helpers import fill
 from numba import cuda
 
 import smartarray as sa
@@ -369,13 +369,6 @@ def test_an_array_fill_value_is_uploaded_as_before() -> None:
     assert t.count == 0
 
 
-@cuda.jit
-def copy_into(dst, src):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < dst.size:
-        dst[i] = src[i]
-
-
 def test_a_launch_cancelled_on_undefined_bytes_keeps_them_undefined() -> None:
     # ``empty(where='gpu')`` with its host buffer made: both buffers hold different bytes,
     # both "current" (undefined). A launch that writes it is cancelled before it is enqueued
@@ -388,7 +381,7 @@ def test_a_launch_cancelled_on_undefined_bytes_keeps_them_undefined() -> None:
     a._alloc.device.copy_to_device(np.full(8, 5.0))  # (device bytes unlike the host's)
     reversed_view = sa.SmartArray(np.arange(8.0))[::-1]
     with pytest.raises(ValueError, match="negative strides"):
-        copy_into[1, 8](sa.Out(a), reversed_view)  # refused in its preparation
+        copy[1, 8](sa.Out(a), reversed_view)  # refused in its preparation
     h = np.asarray(a)
     h[3] = h[3]  # (unseen: the same bytes)
     np.testing.assert_array_equal(a.get("gpu").copy_to_host(), h)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from helpers import add_scalar, counts
+from helpers import fill as _fill
 from numba import cuda
 
 import smartarray as sa
@@ -20,13 +21,6 @@ N = 64
 NBYTES = N * 8
 DEVICE = sa.tier() != "host-only"
 device = pytest.mark.device
-
-
-@cuda.jit
-def _fill(a, v):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < a.size:
-        a[i] = v
 
 
 @pytest.fixture

@@ -8,7 +8,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from inflight import GATE, add, add_then_wait, fill, fill_then_wait
+from helpers import add_scalar as add
+from helpers import fill
+from inflight import GATE, add_then_wait, fill_then_wait
 from inflight import launch_while as _launch_while
 from numba import cuda
 

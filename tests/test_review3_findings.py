@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from inflight import host_current, interleave
+from inflight import Interleaved, host_current, interleave
 from numba import cuda
 
 import smartarray as sa
@@ -26,6 +26,13 @@ def _in_another_thread(work: Callable[[], object]) -> None:
     thread = threading.Thread(target=work)
     thread.start()
     thread.join()
+
+
+def _kernel_between_check_and_write(a: sa.SmartArray) -> Interleaved:
+    """Thread B's launch of ``set_at`` on the second half of ``a`` (its first element -1),
+    run after ``a``'s next lock-free write saw the host token and before numpy writes."""
+    half = a[a.shape[0] // 2 :]
+    return interleave(a, before=lambda: _in_another_thread(lambda: set_at[1, 1](half, 0, -1.0)))
 
 
 @cuda.jit
@@ -54,9 +61,7 @@ def test_a_refused_strided_write_under_no_transfers_changes_nothing() -> None:
     # comes between its check and its write (the hook below is never called).
     n = 400
     a = host_current(n)
-    hooked = interleave(
-        a, before=lambda: _in_another_thread(lambda: set_at[1, 1](a[n // 2 :], 0, -1.0))
-    )
+    hooked = _kernel_between_check_and_write(a)
     before = np.arange(n, dtype=np.float64)
     before[0] = 0.0
     before[n // 2] = -1.0
@@ -83,9 +88,7 @@ def test_a_contiguous_write_raced_under_no_transfers_is_made_whole() -> None:
     # write is whole, after the kernel's (numpy: the later write wins).
     n = 400
     a = host_current(n)
-    hooked = interleave(
-        a, before=lambda: _in_another_thread(lambda: set_at[1, 1](a[n // 2 :], 0, -1.0))
-    )
+    hooked = _kernel_between_check_and_write(a)
     with sa.no_transfers():
         a[0:n] = 7.0
     assert hooked.before is None  # (the lock-free path was taken, and raced)

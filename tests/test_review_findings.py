@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from inflight import GATE, STARTED, add_then_wait, fill
+from helpers import fill
+from inflight import GATE, STARTED, add_then_wait
 from inflight import launch_while as _launch_while
 from numba import guvectorize, vectorize
 
