@@ -147,9 +147,13 @@ class _AllocationOnFirstRead:
                 array._alloc = array._alloc_if_made = alloc
                 array._own_host = None
                 return alloc
-        made = array._alloc_if_made  # (made meanwhile by another thread)
+        # A view made by the slice fast path of __getitem__ (which sets ``_alloc_if_made``
+        # only), or an allocation made meanwhile by another thread: stored as the instance's
+        # own ``_alloc`` for the next reads.
+        made = array._alloc_if_made
         if made is None:
             raise AttributeError("SmartArray not initialised: it has no allocation")
+        array._alloc = made
         return made
 
 
@@ -448,8 +452,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         self._writeable = writeable
         self._host_ro = None
         self._host_rw = self._host_scalar = None
-        if base is not None:
-            self._base = base
+        self._base = base  # (set on every array: a read of an unset one is slower)
 
     @classmethod
     def _view(
@@ -955,7 +958,54 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     ) -> SmartArray[_AnyShape, _DTypeT_co]: ...
     def __getitem__(self, key: Any) -> Any:
         kind = type(key)
-        if kind is int:  # fast path: an element of a 1-d array whose host copy is ready
+        if kind is slice:
+            shape = self._shape
+            if len(shape) == 1:
+                # Fast path: a 1-d basic slice, a view whose layout is computed here (inline:
+                # a method call costs a fifth of the time). Nothing else is made for it: it
+                # shares this array's allocation, and computes its extent when first asked
+                # (_span).
+                size = shape[0]
+                start = key.start
+                stop = key.stop
+                if start is None:
+                    start = 0
+                if stop is None:
+                    stop = size
+                strides = self._strides
+                if (
+                    key.step is None
+                    and type(start) is int
+                    and type(stop) is int
+                    and 0 <= start
+                    and start < stop
+                    and stop <= size
+                ):  # (the common case, in fewer steps than slice.indices)
+                    length = stop - start
+                    view_strides = strides
+                else:
+                    start, stop, step = key.indices(size)  # (numpy's errors for bad slices)
+                    length = len(range(start, stop, step))
+                    if not length:  # numpy's layout of an empty slice
+                        start, step = 0, 1
+                    view_strides = strides if step == 1 else (strides[0] * step,)
+                alloc = self._alloc_if_made
+                if alloc is None:
+                    alloc = self._alloc  # (made now: it is shared with the view)
+                view = _new_object(SmartArray)  # (what _view does, without its calls)
+                # (``_alloc`` is stored on its first read: a store to a name the class has a
+                # descriptor for is one CPython 3.11 cannot specialise, the slowest here)
+                view._alloc_if_made = alloc
+                view._offset = self._offset + start * strides[0]
+                view._shape = (length,)
+                view._strides = view_strides
+                view._dtype = self._dtype
+                if not self._writeable:
+                    view._writeable = False
+                base = self._base
+                view._base = self if base is None else base
+                return view
+        elif kind is int:  # fast path: an element of a 1-d array whose host copy is ready
             host = self._host_1d
             if host is not None:
                 alloc = self._alloc_if_made
@@ -1006,48 +1056,6 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                 item = _hooks.shuffled_read(self, key, sys._getframe(1))
                 if item is not _hooks.NOT_SHUFFLING:
                     return item
-        elif kind is slice:
-            shape = self._shape
-            if len(shape) == 1:
-                # Fast path: a 1-d basic slice, a view whose layout is computed here (inline:
-                # a method call costs a fifth of the time). Nothing else is made for it: it
-                # shares this array's allocation, and computes its extent when first asked
-                # (_span).
-                size = shape[0]
-                start = key.start
-                stop = key.stop
-                if start is None:
-                    start = 0
-                if stop is None:
-                    stop = size
-                if (
-                    key.step is None
-                    and type(start) is int
-                    and type(stop) is int
-                    and 0 <= start < stop <= size
-                ):  # (the common case, in fewer steps than slice.indices)
-                    length = stop - start
-                    step = 1
-                else:
-                    start, stop, step = key.indices(size)  # (numpy's errors for bad slices)
-                    length = len(range(start, stop, step))
-                    if not length:  # numpy's layout of an empty slice
-                        start, step = 0, 1
-                alloc = self._alloc_if_made
-                if alloc is None:
-                    alloc = self._alloc  # (made now: it is shared with the view)
-                strides = self._strides
-                view = _new_object(SmartArray)  # (what _view does, without its calls)
-                view._alloc = view._alloc_if_made = alloc
-                view._offset = self._offset + start * strides[0]
-                view._shape = (length,)
-                view._strides = strides if step == 1 else (strides[0] * step,)
-                view._dtype = self._dtype
-                if not self._writeable:
-                    view._writeable = False
-                base = self._base
-                view._base = self if base is None else base
-                return view
         if _is_basic_index(key):
             if _selects_scalar(key, self.ndim):
                 element = self._template()[_view_key(key)]  # bounds check on the layout only
@@ -1067,17 +1075,23 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         host = self._host_scalar  # (a writable contiguous 1-d numeric array's: see there)
-        if (
-            host is not None
-            and (type(key) is int or (type(key) is slice and key.step is None))
-            and (type(value) is float or type(value) in SCALAR_VALUES)
+        if host is not None and (
+            type(key) is int
+            or (
+                type(key) is slice
+                and key.step is None
+                and (type(value) is float or type(value) in SCALAR_VALUES)
+            )
         ):
-            # Fastest path: a scalar written without the lock while the allocation holds a
-            # host token (state HOST, nothing pending, no launch in preparation: see
-            # Allocation._host_token). The same token after the write means no copy read the
-            # buffer and no label changed meanwhile; otherwise the locked path below writes
-            # again (a scalar written twice is written once; its bytes are an exact extent,
-            # which needs no copy) and labels the bytes.
+            # Fastest path: an element, or a scalar into a slice with no step, written
+            # without the lock while the allocation holds a host token (state HOST, nothing
+            # pending, no launch in preparation: see Allocation._host_token). (Any value for
+            # an element: numpy converts it first, and writes the one element or raises
+            # having written nothing; a slice's text or sequence values could fail half-way,
+            # so they take the path below, which converts them first.) The same token after
+            # the write means no copy read the buffer and no label changed meanwhile;
+            # otherwise the locked path below writes again (a value written twice is written
+            # once; its bytes are an exact extent, which needs no copy) and labels the bytes.
             alloc = self._alloc_if_made  # (set wherever _host_rw is: _host_view reads _alloc)
             token = alloc._host_token  # type: ignore[union-attr]
             if token is not None:
@@ -1711,6 +1725,7 @@ def own_result(host: np.ndarray) -> SmartArray[Any, Any]:
     array._strides = host.strides
     array._dtype = host.dtype
     array._writeable = flags.writeable
+    array._base = None  # (see _init_view)
     return array
 
 

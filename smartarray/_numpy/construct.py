@@ -125,6 +125,7 @@ def _copy_of_ndarray(array: SmartArray, obj: np.ndarray, label: str | None) -> N
     array._strides = host.strides
     array._dtype = host.dtype
     array._writeable = True
+    array._base = None  # (see SmartArray._init_view)
 
 
 def _from_smartarray(
