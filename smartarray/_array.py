@@ -10,7 +10,7 @@ import operator
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, Literal, SupportsIndex, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
@@ -39,16 +39,11 @@ from ._core.layout import (
 from ._core.ranges import Extent, extent_of
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from types import EllipsisType
-
     import typing_extensions as _te
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
     from numpy.typing import DTypeLike
-    from numpy_typing_compat import CanArray
     from typing_extensions import Self
 
-    from ._array_typing import _SmartArrayTyping
+    from ._array_typing import _AnyShape, _DeviceArray, _ShapeLike, _SmartArrayTyping
 
 
 # SmartArray's type parameters, those of ``np.ndarray``: the shape (a tuple of ints) and the
@@ -65,46 +60,6 @@ if TYPE_CHECKING:
 else:
     _ShapeT_co = TypeVar("_ShapeT_co", covariant=True)
     _DTypeT_co = TypeVar("_DTypeT_co", covariant=True)
-
-if TYPE_CHECKING:  # the names used by the annotations below, for type checkers only
-    _ShapeT = TypeVar("_ShapeT", bound=tuple[int, ...])
-    _DTypeT = TypeVar("_DTypeT", bound=np.dtype[Any])
-    # A shape given as a tuple, seen with its length (numpy's ``_AnyShapeT``, up to 4-d).
-    _AnyShapeT = TypeVar(
-        "_AnyShapeT",
-        tuple[()],
-        tuple[int],
-        tuple[int, int],
-        tuple[int, int, int],
-        tuple[int, int, int, int],
-        tuple[int, ...],
-    )
-    # A numpy scalar type (the operators' other scalar types: smartarray._array_typing).
-    _ScalarT = TypeVar("_ScalarT", bound=np.generic)
-    # Any object, given to the constructor (see SmartArray.__init__).
-    _ObjT = TypeVar("_ObjT")
-
-    # numpy's own spelling of an unknown shape (``numpy.typing.NDArray``'s).
-    _AnyShape: TypeAlias = tuple[Any, ...]
-    # A dtype argument that names its scalar type: ``np.float32`` or ``np.dtype(np.float32)``.
-    _DTypeLike: TypeAlias = type[_ScalarT] | np.dtype[_ScalarT]
-    _ShapeLike: TypeAlias = SupportsIndex | Sequence[SupportsIndex]
-    # An array of this shape and dtype: a SmartArray, or anything whose ``__array__`` says
-    # them (numpy-typing-compat's CanArray: an ndarray, a numpy scalar, ...). For numpy 2.0
-    # its CanArray is ``np.ndarray`` itself, not a protocol: SmartArrays are named here, and
-    # numpy scalars in ``_ArrayOf``, so that they count as arrays with every numpy 2.x.
-    _HasArray: TypeAlias = "SmartArray[_ShapeT, _DTypeT] | CanArray[_ShapeT, _DTypeT]"
-    # An array or numpy scalar of scalar type ``_ScalarT``.
-    _ArrayOf: TypeAlias = "_HasArray[Any, np.dtype[_ScalarT]] | _ScalarT"
-    # Indices. An element is selected by integers (Python's or numpy's) and nothing else:
-    # not ``SupportsIndex``, which arrays are too (``__index__``), so that an index array's
-    # type never matches two overloads of ``__getitem__`` (mypy's rule for ``Any`` in it).
-    _Integer: TypeAlias = int | np.integer[Any]
-    _Index: TypeAlias = _Integer | slice | EllipsisType | _HasArray[Any, Any] | list[Any] | None
-    # What ``get('gpu')`` hands out: numba-cuda's device array (in the simulator, numba's
-    # stand-in FakeCUDAArray, which has its interface). numba ships type information
-    # (py.typed), so type checkers see the class.
-    _DeviceArray: TypeAlias = DeviceNDArray
 
 _HOST = State.HOST
 _new_object = object.__new__
@@ -271,166 +226,41 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     # _host_ro of a 1-d array, once made (the element fast path of __getitem__ reads it):
     # None (this class attribute) until then, and while numpy's shuffle runs on the array.
     _host_1d: np.ndarray | None = None
+    # The array whose memory this one views (``base``), None for one that owns its memory:
+    # set on every array (an unset one, read through this class attribute, is slower).
+    _base: SmartArray | None = None
     # The ones below start as these class attributes, and an instance has its own once set
     # (nothing to make for a new array, a result or a view that never needs them).
-    _base: SmartArray | None = None
     # Set while numpy's generic in-place shuffle runs on this array (see _numpy.shuffle).
     _shuffle: Any = None  # a smartarray._numpy.shuffle.ShuffleCall, or None
     # This view's layout over a fake address (_template), and its extent (_span).
     _template_cache: np.ndarray | None = None
     _extent_cache: tuple[Extent | None, bool] | None = None
 
-    # The constructor's types: an ndarray or a SmartArray keeps its shape and dtype, a numpy
-    # scalar is 0-d of its type, a dtype argument naming a scalar type gives that type, a new
-    # array with a shape and no dtype is float64. Any other object (a sequence, a device
-    # array, anything with ``__array__``) is ``_ObjT``, a type variable, not ``Any``: for an
-    # argument whose type contains ``Any`` (numpy's ``np.arange(3.0)`` is an ndarray of
-    # ``float64 | Any``) mypy then sees one parameter type, the argument's own, in every
-    # overload it matches, and keeps the first one's result instead of giving up on it
-    # (``SmartArray[Any, Any]``: mypy's rule for overloads that an argument containing ``Any``
-    # matches with different parameter types).
-    @overload
-    def __init__(
-        self: SmartArray[tuple[()], np.dtype[_ScalarT]],
-        obj: _ScalarT,
-        copy: bool = True,
-        shape: None = None,
-        dtype: None = None,
-        order: str | None = None,
-        where: str = "host",
-        *,
-        host_memory: str | None = None,
-        stream: Any = None,
-        label: str | None = None,
-    ) -> None: ...
-    @overload
-    def __init__(
-        self: SmartArray[_ShapeT, _DTypeT],
-        obj: np.ndarray[_ShapeT, _DTypeT],
-        copy: bool = True,
-        shape: None = None,
-        dtype: None = None,
-        order: str | None = None,
-        where: str = "host",
-        *,
-        host_memory: str | None = None,
-        stream: Any = None,
-        label: str | None = None,
-    ) -> None: ...
-    @overload
-    def __init__(
-        self: SmartArray[_ShapeT, _DTypeT],
-        obj: SmartArray[_ShapeT, _DTypeT],
-        copy: bool = True,
-        shape: None = None,
-        dtype: None = None,
-        order: str | None = None,
-        where: str = "host",
-        *,
-        host_memory: str | None = None,
-        stream: Any = None,
-        label: str | None = None,
-    ) -> None: ...
-    @overload
-    def __init__(
-        self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
-        obj: _ObjT,
-        copy: bool,
-        shape: _ShapeLike | None,
-        dtype: _DTypeLike[_ScalarT],
-        order: str | None = None,
-        where: str = "host",
-        *,
-        host_memory: str | None = None,
-        stream: Any = None,
-        label: str | None = None,
-    ) -> None: ...
-    @overload
-    def __init__(
-        self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
-        obj: _ObjT,
-        copy: bool = True,
-        shape: _ShapeLike | None = None,
-        *,
-        dtype: _DTypeLike[_ScalarT],
-        order: str | None = None,
-        where: str = "host",
-        host_memory: str | None = None,
-        stream: Any = None,
-        label: str | None = None,
-    ) -> None: ...
-    @overload
-    def __init__(
-        self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
-        obj: None = None,
-        copy: bool = True,
-        shape: _ShapeLike | None = None,
-        *,
-        dtype: _DTypeLike[_ScalarT],
-        order: str | None = None,
-        where: str = "host",
-        host_memory: str | None = None,
-        stream: Any = None,
-        label: str | None = None,
-    ) -> None: ...
-    @overload
-    def __init__(
-        self: SmartArray[_AnyShape, np.dtype[np.float64]],
-        obj: None = None,
-        copy: bool = True,
-        *,
-        shape: _ShapeLike,
-        dtype: None = None,
-        order: str | None = None,
-        where: str = "host",
-        host_memory: str | None = None,
-        stream: Any = None,
-        label: str | None = None,
-    ) -> None: ...
-    @overload
-    def __init__(
-        self: SmartArray[_AnyShape, np.dtype[Any]],
-        obj: _ObjT,
-        copy: bool = True,
-        shape: _ShapeLike | None = None,
-        dtype: DTypeLike | None = None,
-        order: str | None = None,
-        where: str = "host",
-        *,
-        host_memory: str | None = None,
-        stream: Any = None,
-        label: str | None = None,
-    ) -> None: ...
-    @overload
-    def __init__(
-        self: SmartArray[_AnyShape, np.dtype[Any]],
-        obj: None = None,
-        copy: bool = True,
-        shape: _ShapeLike | None = None,
-        dtype: DTypeLike | None = None,
-        order: str | None = None,
-        where: str = "host",
-        *,
-        host_memory: str | None = None,
-        stream: Any = None,
-        label: str | None = None,
-    ) -> None: ...
-    def __init__(
-        self,
-        obj: Any = None,
-        copy: bool = True,
-        shape: _ShapeLike | None = None,
-        dtype: DTypeLike | None = None,
-        order: str | None = None,
-        where: str = "host",
-        *,
-        host_memory: str | None = None,
-        stream: Any = None,
-        label: str | None = None,
-    ) -> None:
-        _hooks.construct(
-            self, obj, copy, shape, dtype, order, where, host_memory, stream, label
-        )  # (smartarray._numpy.construct)
+    # Eight methods return types that depend on their arguments: the constructor, get,
+    # __getitem__, __array__, astype, reshape, getfield and view. Type checkers read their
+    # overloads in smartarray._array_typing (in _SmartArrayTyping, this class's first base
+    # for them); their definitions here are made for the run time only (``if not
+    # TYPE_CHECKING``), so that type checkers do not take their plain signatures for the
+    # class's. (``tools/check_runtime_bodies.py`` has mypy check their bodies.)
+    if not TYPE_CHECKING:  # (typed in _array_typing: see above)
+
+        def __init__(
+            self,
+            obj: Any = None,
+            copy: bool = True,
+            shape: _ShapeLike | None = None,
+            dtype: DTypeLike | None = None,
+            order: str | None = None,
+            where: str = "host",
+            *,
+            host_memory: str | None = None,
+            stream: Any = None,
+            label: str | None = None,
+        ) -> None:
+            _hooks.construct(
+                self, obj, copy, shape, dtype, order, where, host_memory, stream, label
+            )  # (smartarray._numpy.construct)
 
     # --- construction ------------------------------------------------------------------------
 
@@ -524,54 +354,46 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
 
     # --- coherence API (the old numba.SmartArray API) ---------------------------------------
 
-    @overload
-    def get(
-        self, where: Literal["host"] = "host", stream: Any = None
-    ) -> np.ndarray[_ShapeT_co, _DTypeT_co]: ...
-    @overload
-    def get(self, where: Literal["gpu", "device"], stream: Any = None) -> _DeviceArray: ...
-    @overload
-    def get(
-        self, where: str, stream: Any = None
-    ) -> np.ndarray[_ShapeT_co, _DTypeT_co] | _DeviceArray: ...
-    def get(self, where: str = "host", stream: Any = None) -> Any:
-        """Make the ``where`` copy current (copying if it is stale) and return it.
+    if not TYPE_CHECKING:  # (typed in _array_typing: see above)
 
-        Parameters
-        ----------
-        where : {'host', 'gpu'}
-            ``'host'`` returns a writable :class:`numpy.ndarray`; ``'gpu'`` (alias ``'device'``)
-            a Numba device array. Both share memory with this SmartArray.
-        stream : numba.cuda stream, optional
-            Stream for the copy. A host copy enqueued on a stream is complete once that
-            stream is synchronised; SmartArray's own host accesses wait for it automatically.
+        def get(self, where: str = "host", stream: Any = None) -> Any:
+            """Make the ``where`` copy current (copying if it is stale) and return it.
 
-        Notes
-        -----
-        The returned array is a raw buffer: if you write through it, call
-        ``mark_changed(where)`` afterwards, or the other copy stays marked current. Unlike
-        ``np.asarray(a)``, a host buffer kept from ``get('host')`` is not refreshed after
-        later device writes: call ``get('host')`` again before reading it.
-        """
-        side = normalize_where(where)
-        if side == "host":
-            with self._alloc.lock:
-                self._alloc.ensure_host(stream, self._span())
-                # The old API hands out one side for writing at a time: writes through a
-                # device array taken before are the caller's to declare first.
-                self._alloc.end_hand_out()
-                self._hand_out_host()
-                # A new ndarray object each time: a caller setting its .shape or .flags must
-                # not change the view cached for internal use.
-                return self._host_view(write=True, sync=False).view()
-        alloc = self._alloc
-        with alloc.lock:
-            device = self._device_view(stream)
-            if not self._writeable:  # (read by the caller's work: a pooled free waits for it)
-                _backend.address_handed_out(alloc.device)
-                return device
-            # It may be written now: never dropped as clean (see Allocation.hand_out_device).
-            return alloc.hand_out_device(self._offset, self._shape, self._strides, self._dtype)
+            Parameters
+            ----------
+            where : {'host', 'gpu'}
+                ``'host'`` returns a writable :class:`numpy.ndarray`; ``'gpu'`` (alias ``'device'``)
+                a Numba device array. Both share memory with this SmartArray.
+            stream : numba.cuda stream, optional
+                Stream for the copy. A host copy enqueued on a stream is complete once that
+                stream is synchronised; SmartArray's own host accesses wait for it automatically.
+
+            Notes
+            -----
+            The returned array is a raw buffer: if you write through it, call
+            ``mark_changed(where)`` afterwards, or the other copy stays marked current. Unlike
+            ``np.asarray(a)``, a host buffer kept from ``get('host')`` is not refreshed after
+            later device writes: call ``get('host')`` again before reading it.
+            """
+            side = normalize_where(where)
+            if side == "host":
+                with self._alloc.lock:
+                    self._alloc.ensure_host(stream, self._span())
+                    # The old API hands out one side for writing at a time: writes through a
+                    # device array taken before are the caller's to declare first.
+                    self._alloc.end_hand_out()
+                    self._hand_out_host()
+                    # A new ndarray object each time: a caller setting its .shape or .flags must
+                    # not change the view cached for internal use.
+                    return self._host_view(write=True, sync=False).view()
+            alloc = self._alloc
+            with alloc.lock:
+                device = self._device_view(stream)
+                if not self._writeable:  # (read by the caller's work: a pooled free waits for it)
+                    _backend.address_handed_out(alloc.device)
+                    return device
+                # It may be written now: never dropped as clean (see Allocation.hand_out_device).
+                return alloc.hand_out_device(self._offset, self._shape, self._strides, self._dtype)
 
     def _hand_out_host(self) -> None:
         """The raw host buffer is being handed out: from now on it cannot be adopted by
@@ -946,132 +768,124 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             return _hooks.iterate(self)
         return (self[i] for i in range(self._shape[0]))
 
-    @overload
-    def __getitem__(self, key: _Integer | tuple[_Integer, ...], /) -> Any: ...
-    @overload
-    def __getitem__(
-        self: SmartArray[Any, np.dtype[np.void]], key: str | list[str], /
-    ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
-    @overload
-    def __getitem__(
-        self, key: _Index | tuple[_Index, ...], /
-    ) -> SmartArray[_AnyShape, _DTypeT_co]: ...
-    def __getitem__(self, key: Any) -> Any:
-        kind = type(key)
-        if kind is slice:
-            shape = self._shape
-            if len(shape) == 1:
-                # Fast path: a 1-d basic slice, a view whose layout is computed here (inline:
-                # a method call costs a fifth of the time). Nothing else is made for it: it
-                # shares this array's allocation, and computes its extent when first asked
-                # (_span).
-                size = shape[0]
-                start = key.start
-                stop = key.stop
-                if start is None:
-                    start = 0
-                if stop is None:
-                    stop = size
-                strides = self._strides
-                if (
-                    key.step is None
-                    and type(start) is int
-                    and type(stop) is int
-                    and 0 <= start
-                    and start < stop
-                    and stop <= size
-                ):  # (the common case, in fewer steps than slice.indices)
-                    length = stop - start
-                    view_strides = strides
-                else:
-                    start, stop, step = key.indices(size)  # (numpy's errors for bad slices)
-                    length = len(range(start, stop, step))
-                    if not length:  # numpy's layout of an empty slice
-                        start, step = 0, 1
-                    view_strides = strides if step == 1 else (strides[0] * step,)
-                alloc = self._alloc_if_made
-                if alloc is None:
-                    alloc = self._alloc  # (made now: it is shared with the view)
-                view = _new_object(SmartArray)  # (what _view does, without its calls)
-                # (``_alloc`` is stored on its first read: a store to a name the class has a
-                # descriptor for is one CPython 3.11 cannot specialise, the slowest here)
-                view._alloc_if_made = alloc
-                view._offset = self._offset + start * strides[0]
-                view._shape = (length,)
-                view._strides = view_strides
-                view._dtype = self._dtype
-                if not self._writeable:
-                    view._writeable = False
-                base = self._base
-                view._base = self if base is None else base
-                return view
-        elif kind is int:  # fast path: an element of a 1-d array whose host copy is ready
-            host = self._host_1d
-            if host is not None:
-                alloc = self._alloc_if_made
-                if alloc is None:
-                    if self._own_host is not None:  # (no allocation yet: see _own_host)
+    if not TYPE_CHECKING:  # (typed in _array_typing: see above)
+
+        def __getitem__(self, key: Any) -> Any:
+            kind = type(key)
+            if kind is slice:
+                shape = self._shape
+                if len(shape) == 1:
+                    # Fast path: a 1-d basic slice, a view whose layout is computed here (inline:
+                    # a method call costs a fifth of the time). Nothing else is made for it: it
+                    # shares this array's allocation, and computes its extent when first asked
+                    # (_span).
+                    size = shape[0]
+                    start = key.start
+                    stop = key.stop
+                    if start is None:
+                        start = 0
+                    if stop is None:
+                        stop = size
+                    strides = self._strides
+                    if (
+                        key.step is None
+                        and type(start) is int
+                        and type(stop) is int
+                        and start >= 0
+                        and start < stop
+                        and stop <= size
+                    ):  # (the common case, in fewer steps than slice.indices)
+                        length = stop - start
+                        view_strides = strides
+                    else:
+                        start, stop, step = key.indices(size)  # (numpy's errors for bad slices)
+                        length = len(range(start, stop, step))
+                        if not length:  # numpy's layout of an empty slice
+                            start, step = 0, 1
+                        view_strides = strides if step == 1 else (strides[0] * step,)
+                    alloc = self._alloc_if_made
+                    if alloc is None:
+                        alloc = self._alloc  # (made now: it is shared with the view)
+                    view = _new_object(SmartArray)  # (what _view does, without its calls)
+                    # (``_alloc`` is stored on its first read: a store to a name the class has a
+                    # descriptor for is one CPython 3.11 cannot specialise, the slowest here)
+                    view._alloc_if_made = alloc
+                    view._offset = self._offset + start * strides[0]
+                    view._shape = (length,)
+                    view._strides = view_strides
+                    view._dtype = self._dtype
+                    if not self._writeable:
+                        view._writeable = False
+                    base = self._base
+                    view._base = self if base is None else base
+                    return view
+            elif kind is int:  # fast path: an element of a 1-d array whose host copy is ready
+                host = self._host_1d
+                if host is not None:
+                    alloc = self._alloc_if_made
+                    if alloc is None:
+                        if self._own_host is not None:  # (no allocation yet: see _own_host)
+                            return host[key]
+                    elif alloc._host_token is not None:  # (state HOST, nothing pending)
                         return host[key]
-                elif alloc._host_token is not None:  # (state HOST, nothing pending)
-                    return host[key]
-                else:
-                    state = alloc.state
-                    if alloc._host_event is None and (
-                        # (device work to wait for matters in state BOTH only: mapped memory)
-                        state is _HOST or (state is _BOTH and alloc._device_event is None)
-                    ):
-                        return host[key]  # numpy's own IndexError for a bad index
-        if kind is int or kind is tuple:  # an element of a ready host copy
-            alloc = self._alloc
-            host = self._host_ro
-            state = alloc.state
-            if (
-                host is not None
-                and (state is _HOST or state is _BOTH)
-                and alloc._host_event is None
-                and alloc._device_event is None
-                and (
-                    len(self._shape) == 1
-                    if kind is int
-                    else len(key) == len(self._shape) and all(type(i) is int for i in key)
-                )
-            ):
-                return host[key]  # numpy's own IndexError for a bad index
-            if (
-                state is _MIXED
-                and kind is int
-                and host is not None
-                and len(self._shape) == 1
-                and self._shuffle is None
-            ):
-                # An element of an array current partly on each side: read it from the host
-                # if its bytes are current there and nothing is pending (else the full path).
-                length = self._shape[0]
-                index = key + length if key < 0 else key
-                if 0 <= index < length:
-                    start = self._offset + index * self._strides[0]
-                    if alloc.host_current((start, start + self._dtype.itemsize)):
-                        return host[key]
-            if self._shuffle is not None and kind is int:  # numpy's shuffle swapping items
-                item = _hooks.shuffled_read(self, key, sys._getframe(1))
-                if item is not _hooks.NOT_SHUFFLING:
-                    return item
-        if _is_basic_index(key):
-            if _selects_scalar(key, self.ndim):
-                element = self._template()[_view_key(key)]  # bounds check on the layout only
+                    else:
+                        state = alloc.state
+                        if alloc._host_event is None and (
+                            # (device work to wait for matters in state BOTH only: mapped memory)
+                            state is _HOST or (state is _BOTH and alloc._device_event is None)
+                        ):
+                            return host[key]  # numpy's own IndexError for a bad index
+            if kind is int or kind is tuple:  # an element of a ready host copy
                 alloc = self._alloc
-                with alloc.lock:
-                    alloc.ensure_host(None, _span_of(element, alloc)[0])  # (its bytes only)
-                    return self._host_view(write=False, sync=False)[key]
-            # (not a lambda: a closure over ``key`` would make every call of __getitem__,
-            # fast paths included, allocate a cell for it: about 35 ns on Python 3.11)
-            return self._apply_view(operator.itemgetter(key))
-        if _is_field_index(key, self._dtype):  # a['x'], a[['x', 'y']]: views, like numpy
-            return self._apply_view(operator.itemgetter(key))
-        if not self._alloc.is_valid("host", self._span()) and not isinstance(key, SmartArray):
-            # A bad index must fail before the stale host copy is brought up to date.
-            _layout_probe(self._shape, np.dtype(np.bool_))[key]
-        return _hooks.call_on_host(_getitem, (self, key), {})
+                host = self._host_ro
+                state = alloc.state
+                if (
+                    host is not None
+                    and (state is _HOST or state is _BOTH)
+                    and alloc._host_event is None
+                    and alloc._device_event is None
+                    and (
+                        len(self._shape) == 1
+                        if kind is int
+                        else len(key) == len(self._shape) and all(type(i) is int for i in key)
+                    )
+                ):
+                    return host[key]  # numpy's own IndexError for a bad index
+                if (
+                    state is _MIXED
+                    and kind is int
+                    and host is not None
+                    and len(self._shape) == 1
+                    and self._shuffle is None
+                ):
+                    # An element of an array current partly on each side: read it from the host
+                    # if its bytes are current there and nothing is pending (else the full path).
+                    length = self._shape[0]
+                    index = key + length if key < 0 else key
+                    if 0 <= index < length:
+                        start = self._offset + index * self._strides[0]
+                        if alloc.host_current((start, start + self._dtype.itemsize)):
+                            return host[key]
+                if self._shuffle is not None and kind is int:  # numpy's shuffle swapping items
+                    item = _hooks.shuffled_read(self, key, sys._getframe(1))
+                    if item is not _hooks.NOT_SHUFFLING:
+                        return item
+            if _is_basic_index(key):
+                if _selects_scalar(key, self.ndim):
+                    element = self._template()[_view_key(key)]  # bounds check on the layout only
+                    alloc = self._alloc
+                    with alloc.lock:
+                        alloc.ensure_host(None, _span_of(element, alloc)[0])  # (its bytes only)
+                        return self._host_view(write=False, sync=False)[key]
+                # (not a lambda: a closure over ``key`` would make every call of __getitem__,
+                # fast paths included, allocate a cell for it: about 35 ns on Python 3.11)
+                return self._apply_view(operator.itemgetter(key))
+            if _is_field_index(key, self._dtype):  # a['x'], a[['x', 'y']]: views, like numpy
+                return self._apply_view(operator.itemgetter(key))
+            if not self._alloc.is_valid("host", self._span()) and not isinstance(key, SmartArray):
+                # A bad index must fail before the stale host copy is brought up to date.
+                _layout_probe(self._shape, np.dtype(np.bool_))[key]
+            return _hooks.call_on_host(_getitem, (self, key), {})
 
     def __setitem__(self, key: Any, value: Any) -> None:
         host = self._host_scalar  # (a writable contiguous 1-d numeric array's: see there)
@@ -1187,47 +1001,37 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
 
     # --- numpy protocols ----------------------------------------------------------------------
 
-    @overload
-    def __array__(
-        self, dtype: None = None, copy: bool | None = None
-    ) -> np.ndarray[_ShapeT_co, _DTypeT_co]: ...
-    @overload
-    def __array__(
-        self, dtype: _DTypeT, copy: bool | None = None
-    ) -> np.ndarray[_ShapeT_co, _DTypeT]: ...
-    @overload
-    def __array__(
-        self, dtype: DTypeLike | None, copy: bool | None = None
-    ) -> np.ndarray[_ShapeT_co, np.dtype[Any]]: ...
-    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> Any:
-        """The host copy (made current) as an ndarray view, or a copy with ``copy=True``.
+    if not TYPE_CHECKING:  # (typed in _array_typing: see above)
 
-        The view is writable if this array is (``x = np.asarray(x); x -= x.mean()`` writes
-        ``a``, as for an ndarray), read-only otherwise. It is tracked while it, or any view
-        derived from it, is alive (see :mod:`smartarray._core.host_exports`): writes through it,
-        by any means, are found before the device copy is next used (which is then
-        re-uploaded), and device writes of this array (kernel launches, CUDA ufunc outputs,
-        ``mark_changed('gpu')``) are copied back at once, so that it never shows stale data.
-        """
-        alloc = self._alloc
-        with alloc.lock:
-            # (no copy or wait needed: the cached view as it is, checked under the lock)
-            host = _hooks.readable_host(self)
-            if host is None:
-                host = self._host_view(write=False)
-            if copy:
-                return np.array(host, dtype=dtype, copy=True)
-            if dtype is None or np.dtype(dtype) == host.dtype:
-                if self._writeable:  # the writable view (the host copy is current: no flag
-                    host = self._host_view(write=True, sync=False)  # changes)
-                # A new ndarray object (a caller setting its .shape must not change the cached
-                # view), counted as a live export: kept current after device writes.
-                return _host_exports.export(alloc, host)
-        if copy is False:
-            raise ValueError(
-                f"Unable to avoid copy while converting from {host.dtype} to {np.dtype(dtype)}"
-            )
-        return host.astype(dtype)
+        def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> Any:
+            """The host copy (made current) as an ndarray view, or a copy with ``copy=True``.
+
+            The view is writable if this array is (``x = np.asarray(x); x -= x.mean()`` writes
+            ``a``, as for an ndarray), read-only otherwise. It is tracked while it, or any view
+            derived from it, is alive (see :mod:`smartarray._core.host_exports`): writes through it,
+            by any means, are found before the device copy is next used (which is then
+            re-uploaded), and device writes of this array (kernel launches, CUDA ufunc outputs,
+            ``mark_changed('gpu')``) are copied back at once, so that it never shows stale data.
+            """
+            alloc = self._alloc
+            with alloc.lock:
+                # (no copy or wait needed: the cached view as it is, checked under the lock)
+                host = _hooks.readable_host(self)
+                if host is None:
+                    host = self._host_view(write=False)
+                if copy:
+                    return np.array(host, dtype=dtype, copy=True)
+                if dtype is None or np.dtype(dtype) == host.dtype:
+                    if self._writeable:  # the writable view (the host copy is current: no flag
+                        host = self._host_view(write=True, sync=False)  # changes)
+                    # A new ndarray object (a caller setting its .shape must not change the cached
+                    # view), counted as a live export: kept current after device writes.
+                    return _host_exports.export(alloc, host)
+            if copy is False:
+                raise ValueError(
+                    f"Unable to avoid copy while converting from {host.dtype} to {np.dtype(dtype)}"
+                )
+            return host.astype(dtype)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         return _hooks.array_ufunc(ufunc, method, inputs, kwargs)
@@ -1386,102 +1190,49 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         (see :mod:`smartarray._numpy.pickling`); only the device copy current: one download."""
         return _hooks.reduce(self)
 
-    @overload
-    def astype(
-        self,
-        dtype: _DTypeT,
-        order: str = "K",
-        casting: str = "unsafe",
-        copy: bool = True,
-    ) -> SmartArray[_ShapeT_co, _DTypeT]: ...
-    @overload
-    def astype(
-        self,
-        dtype: type[_ScalarT],
-        order: str = "K",
-        casting: str = "unsafe",
-        copy: bool = True,
-    ) -> SmartArray[_ShapeT_co, np.dtype[_ScalarT]]: ...
-    @overload
-    def astype(
-        self,
-        dtype: DTypeLike,
-        order: str = "K",
-        casting: str = "unsafe",
-        copy: bool = True,
-    ) -> SmartArray[_ShapeT_co, np.dtype[Any]]: ...
-    def astype(
-        self, dtype: DTypeLike, order: str = "K", casting: str = "unsafe", copy: bool = True
-    ) -> SmartArray[_ShapeT_co, np.dtype[Any]]:
-        """Cast to ``dtype`` (``ndarray.astype``); self if ``copy=False`` and no copy is needed."""
-        if not copy and np.dtype(dtype) == self._dtype:
-            flags = self.flags
-            if (
-                order == "K"
-                or (order == "C" and flags.c_contiguous)
-                or (order == "F" and flags.f_contiguous)
-                or (order == "A" and (flags.c_contiguous or flags.f_contiguous))
-            ):
-                return self
-        return _hooks.call_on_host(
-            lambda a: a.astype(dtype, order=order, casting=casting), (self,), {}
-        )
+    if not TYPE_CHECKING:  # (typed in _array_typing: see above)
 
-    @overload  # a tuple: its length (numpy's overloads, up to 4-d here)
-    def reshape(
-        self, shape: _AnyShapeT, /, *, order: str = "C", copy: bool | None = None
-    ) -> SmartArray[_AnyShapeT, _DTypeT_co]: ...
-    @overload
-    def reshape(
-        self, size1: SupportsIndex, /, *, order: str = "C", copy: bool | None = None
-    ) -> SmartArray[tuple[int], _DTypeT_co]: ...
-    @overload
-    def reshape(
-        self,
-        size1: SupportsIndex,
-        size2: SupportsIndex,
-        /,
-        *,
-        order: str = "C",
-        copy: bool | None = None,
-    ) -> SmartArray[tuple[int, int], _DTypeT_co]: ...
-    @overload
-    def reshape(
-        self,
-        size1: SupportsIndex,
-        size2: SupportsIndex,
-        size3: SupportsIndex,
-        /,
-        *,
-        order: str = "C",
-        copy: bool | None = None,
-    ) -> SmartArray[tuple[int, int, int], _DTypeT_co]: ...
-    @overload
-    def reshape(
-        self,
-        *shape: SupportsIndex | Sequence[SupportsIndex],
-        order: str = "C",
-        copy: bool | None = None,
-    ) -> SmartArray[_AnyShape, _DTypeT_co]: ...
-    def reshape(
-        self, *shape: Any, order: str = "C", copy: bool | None = None
-    ) -> SmartArray[_AnyShape, _DTypeT_co]:
-        """A view with a new shape when possible (no data touched), else a copy."""
-        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
-            shape = tuple(shape[0])
-        # Bad shapes and orders fail here, on a probe with this layout's shape, before any data
-        # is read or copied.
-        probe = _layout_probe(self._shape, np.dtype(np.bool_))
-        probe.reshape(shape, order=order, copy=None)  # type: ignore[call-overload]
-        if copy is not True:
-            try:
-                return self._apply_view(
-                    lambda t: t.reshape(shape, order=order, copy=False)  # type: ignore[call-overload]
-                )
-            except ValueError:
-                if copy is False:
-                    raise
-        return _hooks.call_on_host(lambda a: a.reshape(shape, order=order, copy=True), (self,), {})
+        def astype(
+            self, dtype: DTypeLike, order: str = "K", casting: str = "unsafe", copy: bool = True
+        ) -> SmartArray[_ShapeT_co, np.dtype[Any]]:
+            """Cast to ``dtype`` (``ndarray.astype``); self if ``copy=False`` and no copy is
+            needed."""
+            if not copy and np.dtype(dtype) == self._dtype:
+                flags = self.flags
+                if (
+                    order == "K"
+                    or (order == "C" and flags.c_contiguous)
+                    or (order == "F" and flags.f_contiguous)
+                    or (order == "A" and (flags.c_contiguous or flags.f_contiguous))
+                ):
+                    return self
+            return _hooks.call_on_host(
+                lambda a: a.astype(dtype, order=order, casting=casting), (self,), {}
+            )
+
+    if not TYPE_CHECKING:  # (typed in _array_typing: see above)
+
+        def reshape(
+            self, *shape: Any, order: str = "C", copy: bool | None = None
+        ) -> SmartArray[_AnyShape, _DTypeT_co]:
+            """A view with a new shape when possible (no data touched), else a copy."""
+            if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+                shape = tuple(shape[0])
+            # Bad shapes and orders fail here, on a probe with this layout's shape, before any data
+            # is read or copied.
+            probe = _layout_probe(self._shape, np.dtype(np.bool_))
+            probe.reshape(shape, order=order, copy=None)  # type: ignore[call-overload]
+            if copy is not True:
+                try:
+                    return self._apply_view(
+                        lambda t: t.reshape(shape, order=order, copy=False)  # type: ignore[call-overload]
+                    )
+                except ValueError:
+                    if copy is False:
+                        raise
+            return _hooks.call_on_host(
+                lambda a: a.reshape(shape, order=order, copy=True), (self,), {}
+            )
 
     def ravel(self, order: str = "C") -> SmartArray[tuple[int], _DTypeT_co]:
         """A flattened view when possible, else a copy (``ndarray.ravel``)."""
@@ -1526,32 +1277,26 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         """Read-only view of the diagonal (``ndarray.diagonal``)."""
         return self._apply_view(lambda t: t.diagonal(offset, axis1, axis2))
 
-    @overload
-    def getfield(
-        self, dtype: _DTypeLike[_ScalarT], offset: int = 0
-    ) -> SmartArray[_ShapeT_co, np.dtype[_ScalarT]]: ...
-    @overload
-    def getfield(
-        self, dtype: DTypeLike, offset: int = 0
-    ) -> SmartArray[_ShapeT_co, np.dtype[Any]]: ...
-    def getfield(self, dtype: DTypeLike, offset: int = 0) -> SmartArray[_ShapeT_co, np.dtype[Any]]:
-        """View of a field of each element, as ``dtype`` at byte ``offset``
-        (``ndarray.getfield``): writable when this array is, like numpy's."""
-        return self._apply_view(lambda t: t.getfield(dtype, offset))
+    if not TYPE_CHECKING:  # (typed in _array_typing: see above)
 
-    @overload
-    def view(self, dtype: None = None) -> SmartArray[_ShapeT_co, _DTypeT_co]: ...
-    @overload
-    def view(self, dtype: _DTypeLike[_ScalarT]) -> SmartArray[_ShapeT_co, np.dtype[_ScalarT]]: ...
-    @overload
-    def view(self, dtype: DTypeLike) -> SmartArray[_ShapeT_co, np.dtype[Any]]: ...
-    def view(self, dtype: DTypeLike | None = None) -> SmartArray[_ShapeT_co, np.dtype[Any]]:
-        """View of the same memory with another dtype (``ndarray.view``)."""
-        if dtype is None:
-            return self._apply_view(lambda t: t.view())
-        if isinstance(dtype, type) and issubclass(dtype, np.ndarray):
-            raise TypeError("SmartArray.view() cannot return an ndarray subclass; use get('host')")
-        return self._apply_view(lambda t: t.view(dtype))
+        def getfield(
+            self, dtype: DTypeLike, offset: int = 0
+        ) -> SmartArray[_ShapeT_co, np.dtype[Any]]:
+            """View of a field of each element, as ``dtype`` at byte ``offset``
+            (``ndarray.getfield``): writable when this array is, like numpy's."""
+            return self._apply_view(lambda t: t.getfield(dtype, offset))
+
+    if not TYPE_CHECKING:  # (typed in _array_typing: see above)
+
+        def view(self, dtype: DTypeLike | None = None) -> SmartArray[_ShapeT_co, np.dtype[Any]]:
+            """View of the same memory with another dtype (``ndarray.view``)."""
+            if dtype is None:
+                return self._apply_view(lambda t: t.view())
+            if isinstance(dtype, type) and issubclass(dtype, np.ndarray):
+                raise TypeError(
+                    "SmartArray.view() cannot return an ndarray subclass; use get('host')"
+                )
+            return self._apply_view(lambda t: t.view(dtype))
 
     def fill(self, value: Any) -> None:
         """Set every element to ``value``; never copies stale data it overwrites anyway."""

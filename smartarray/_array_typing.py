@@ -1,21 +1,27 @@
-"""What type checkers see of SmartArray's operators and of the ndarray members it forwards.
+"""What type checkers see of SmartArray beyond its run-time code in smartarray/_array.py.
 
-smartarray._numpy installs these members on the class at run time: the operators are the fast
-ones of _numpy.fastpath, the other public ndarray methods and attributes are forwarded to the
-host copy, made current first (_numpy.protocols.ndarray_members). Set with ``setattr``, they
-are invisible to type checkers, which read their types here: numpy's own rules for ndarray
-(numpy/__init__.pyi), trimmed to the dtype cases that numpy's stubs give exactly
-(tests/typing checks them). In-place operators keep the type.
+Three kinds of declarations, all for type checkers only:
 
-Everything here is for type checkers only. ``_SmartArrayTyping`` is numpy's
-NDArrayOperatorsMixin as type checkers see it in SmartArray's bases (smartarray/_array.py); at
-run time that base is the mixin itself, nothing imports this module, and importing it defines
-nothing, so no declaration here can shadow a member installed on the class. The overloads of
-the methods SmartArray implements itself (``__init__``, ``get``, ``__getitem__``,
-``__array__``, ``astype``, ``reshape``, ``getfield``, ``view``) stay with their
-implementations in _array.py, where type checkers want them. This module and _array.py import
-each other for type checkers only (tests/test_architecture.py counts them as one module of the
-import graph).
+- The overloads of the eight methods SmartArray implements whose result types depend on
+  their arguments (``__init__``, ``get``, ``__getitem__``, ``__array__``, ``astype``,
+  ``reshape``, ``getfield``, ``view``). _array.py defines them for the run time only
+  (``if not TYPE_CHECKING:``), so that type checkers do not take their plain signatures for
+  these; ``tools/check_runtime_bodies.py`` has mypy check their bodies.
+- The operators and the ndarray members smartarray._numpy installs on the class at run time:
+  the operators are the fast ones of _numpy.fastpath, the other public ndarray methods and
+  attributes are forwarded to the host copy, made current first
+  (_numpy.protocols.ndarray_members). Set with ``setattr``, they are invisible to type
+  checkers, which read their types here: numpy's own rules for ndarray (numpy/__init__.pyi),
+  trimmed to the dtype cases that numpy's stubs give exactly (tests/typing checks them).
+  In-place operators keep the type.
+- The type aliases of SmartArray's annotations (here, in _array.py and in
+  _numpy/creation.py).
+
+``_SmartArrayTyping`` is numpy's NDArrayOperatorsMixin as type checkers see it in
+SmartArray's bases (smartarray/_array.py); at run time that base is the mixin itself, nothing
+imports this module, and importing it defines nothing, so no declaration here can shadow a
+member of the class. This module and _array.py import each other for type checkers only
+(tests/test_architecture.py counts them as one module of the import graph).
 
 The ``self`` types here name SmartArray, a subclass of the class they are declared in, which
 mypy reports at each declaration ("invalid type for self", code ``misc``, turned off for this
@@ -33,21 +39,60 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from types import EllipsisType
     from typing import Any, Literal, SupportsIndex, TypeAlias, TypeVar, overload
 
     import numpy as np
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
     from numpy.lib.mixins import NDArrayOperatorsMixin
     from numpy.typing import DTypeLike, NBitBase
+    from numpy_typing_compat import CanArray
     from typing_extensions import Self
 
-    from ._array import (
-        SmartArray,
-        _AnyShape,
-        _ArrayOf,
-        _DTypeT,
-        _ScalarT,
-        _ShapeT,
+    from ._array import SmartArray
+
+    # --- the names of SmartArray's annotations (here, in smartarray._array and in
+    # smartarray._numpy.creation)
+    _ShapeT = TypeVar("_ShapeT", bound=tuple[int, ...])
+    _DTypeT = TypeVar("_DTypeT", bound=np.dtype[Any])
+    # A shape given as a tuple, seen with its length (numpy's ``_AnyShapeT``, up to 4-d).
+    _AnyShapeT = TypeVar(
+        "_AnyShapeT",
+        tuple[()],
+        tuple[int],
+        tuple[int, int],
+        tuple[int, int, int],
+        tuple[int, int, int, int],
+        tuple[int, ...],
     )
+    # A numpy scalar type (the operators' other scalar types: smartarray._array_typing).
+    _ScalarT = TypeVar("_ScalarT", bound=np.generic)
+    # Any object, given to the constructor (see SmartArray.__init__).
+    _ObjT = TypeVar("_ObjT")
+
+    # numpy's own spelling of an unknown shape (``numpy.typing.NDArray``'s).
+    _AnyShape: TypeAlias = tuple[Any, ...]
+    # A dtype argument that names its scalar type: ``np.float32`` or ``np.dtype(np.float32)``.
+    _DTypeLike: TypeAlias = type[_ScalarT] | np.dtype[_ScalarT]
+    _ShapeLike: TypeAlias = SupportsIndex | Sequence[SupportsIndex]
+    # An array of this shape and dtype: a SmartArray, or anything whose ``__array__`` says
+    # them (numpy-typing-compat's CanArray: an ndarray, a numpy scalar, ...). For numpy 2.0
+    # its CanArray is ``np.ndarray`` itself, not a protocol: SmartArrays are named here, and
+    # numpy scalars in ``_ArrayOf``, so that they count as arrays with every numpy 2.x.
+    _HasArray: TypeAlias = "SmartArray[_ShapeT, _DTypeT] | CanArray[_ShapeT, _DTypeT]"
+    # An array or numpy scalar of scalar type ``_ScalarT``.
+    _ArrayOf: TypeAlias = "_HasArray[Any, np.dtype[_ScalarT]] | _ScalarT"
+    # Indices. An element is selected by integers (Python's or numpy's) and nothing else:
+    # not ``SupportsIndex``, which arrays are too (``__index__``), so that an index array's
+    # type never matches two overloads of ``__getitem__`` (mypy's rule for ``Any`` in it).
+    _Integer: TypeAlias = int | np.integer[Any]
+    _Index: TypeAlias = _Integer | slice | EllipsisType | _HasArray[Any, Any] | list[Any] | None
+    # What ``get('gpu')`` hands out: numba-cuda's device array (in the simulator, numba's
+    # stand-in FakeCUDAArray, which has its interface). numba ships type information
+    # (py.typed), so type checkers see the class.
+    _DeviceArray: TypeAlias = DeviceNDArray
+
+    # --- the operators' own
 
     # Scalar types, by what the operators accept (numpy's rules).
     _NumberT = TypeVar("_NumberT", bound=np.number[Any])
@@ -84,6 +129,296 @@ if TYPE_CHECKING:
     class _SmartArrayTyping(NDArrayOperatorsMixin):
         """numpy's NDArrayOperatorsMixin as type checkers see it in SmartArray: the operators
         with SmartArray's types, and the ndarray members SmartArray forwards."""
+
+        # --- the methods SmartArray implements itself (smartarray/_array.py, where they are
+        # defined for the run time only: ``if not TYPE_CHECKING``), by their overloads here.
+        #
+        # The constructor: an ndarray or a SmartArray keeps its shape and dtype, a numpy
+        # scalar is 0-d of its type, a dtype argument naming a scalar type gives that type, a
+        # new array with a shape and no dtype is float64. Any other object (a sequence, a
+        # device array, anything with ``__array__``) is ``_ObjT``, a type variable, not
+        # ``Any``: for an argument whose type contains ``Any`` (numpy's ``np.arange(3.0)`` is
+        # an ndarray of ``float64 | Any``) mypy then sees one parameter type, the argument's
+        # own, in every overload it matches, and keeps the first one's result instead of
+        # giving up on it (``SmartArray[Any, Any]``: mypy's rule for overloads that an
+        # argument containing ``Any`` matches with different parameter types).
+        @overload
+        def __init__(
+            self: SmartArray[tuple[()], np.dtype[_ScalarT]],
+            obj: _ScalarT,
+            copy: bool = True,
+            shape: None = None,
+            dtype: None = None,
+            order: str | None = None,
+            where: str = "host",
+            *,
+            host_memory: str | None = None,
+            stream: Any = None,
+            label: str | None = None,
+        ) -> None: ...
+        @overload
+        def __init__(
+            self: SmartArray[_ShapeT, _DTypeT],
+            obj: np.ndarray[_ShapeT, _DTypeT],
+            copy: bool = True,
+            shape: None = None,
+            dtype: None = None,
+            order: str | None = None,
+            where: str = "host",
+            *,
+            host_memory: str | None = None,
+            stream: Any = None,
+            label: str | None = None,
+        ) -> None: ...
+        @overload
+        def __init__(
+            self: SmartArray[_ShapeT, _DTypeT],
+            obj: SmartArray[_ShapeT, _DTypeT],
+            copy: bool = True,
+            shape: None = None,
+            dtype: None = None,
+            order: str | None = None,
+            where: str = "host",
+            *,
+            host_memory: str | None = None,
+            stream: Any = None,
+            label: str | None = None,
+        ) -> None: ...
+        @overload
+        def __init__(
+            self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
+            obj: _ObjT,
+            copy: bool,
+            shape: _ShapeLike | None,
+            dtype: _DTypeLike[_ScalarT],
+            order: str | None = None,
+            where: str = "host",
+            *,
+            host_memory: str | None = None,
+            stream: Any = None,
+            label: str | None = None,
+        ) -> None: ...
+        @overload
+        def __init__(
+            self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
+            obj: _ObjT,
+            copy: bool = True,
+            shape: _ShapeLike | None = None,
+            *,
+            dtype: _DTypeLike[_ScalarT],
+            order: str | None = None,
+            where: str = "host",
+            host_memory: str | None = None,
+            stream: Any = None,
+            label: str | None = None,
+        ) -> None: ...
+        @overload
+        def __init__(
+            self: SmartArray[_AnyShape, np.dtype[_ScalarT]],
+            obj: None = None,
+            copy: bool = True,
+            shape: _ShapeLike | None = None,
+            *,
+            dtype: _DTypeLike[_ScalarT],
+            order: str | None = None,
+            where: str = "host",
+            host_memory: str | None = None,
+            stream: Any = None,
+            label: str | None = None,
+        ) -> None: ...
+        @overload
+        def __init__(
+            self: SmartArray[_AnyShape, np.dtype[np.float64]],
+            obj: None = None,
+            copy: bool = True,
+            *,
+            shape: _ShapeLike,
+            dtype: None = None,
+            order: str | None = None,
+            where: str = "host",
+            host_memory: str | None = None,
+            stream: Any = None,
+            label: str | None = None,
+        ) -> None: ...
+        @overload
+        def __init__(
+            self: SmartArray[_AnyShape, np.dtype[Any]],
+            obj: _ObjT,
+            copy: bool = True,
+            shape: _ShapeLike | None = None,
+            dtype: DTypeLike | None = None,
+            order: str | None = None,
+            where: str = "host",
+            *,
+            host_memory: str | None = None,
+            stream: Any = None,
+            label: str | None = None,
+        ) -> None: ...
+        @overload
+        def __init__(
+            self: SmartArray[_AnyShape, np.dtype[Any]],
+            obj: None = None,
+            copy: bool = True,
+            shape: _ShapeLike | None = None,
+            dtype: DTypeLike | None = None,
+            order: str | None = None,
+            where: str = "host",
+            *,
+            host_memory: str | None = None,
+            stream: Any = None,
+            label: str | None = None,
+        ) -> None: ...
+        def __init__(
+            self,
+            obj: Any = None,
+            copy: bool = True,
+            shape: _ShapeLike | None = None,
+            dtype: DTypeLike | None = None,
+            order: str | None = None,
+            where: str = "host",
+            *,
+            host_memory: str | None = None,
+            stream: Any = None,
+            label: str | None = None,
+        ) -> None: ...
+
+        @overload
+        def get(
+            self: SmartArray[_ShapeT, _DTypeT], where: Literal["host"] = "host", stream: Any = None
+        ) -> np.ndarray[_ShapeT, _DTypeT]: ...
+        @overload
+        def get(self, where: Literal["gpu", "device"], stream: Any = None) -> _DeviceArray: ...
+        @overload
+        def get(
+            self: SmartArray[_ShapeT, _DTypeT], where: str, stream: Any = None
+        ) -> np.ndarray[_ShapeT, _DTypeT] | _DeviceArray: ...
+        def get(self, where: str = "host", stream: Any = None) -> Any: ...
+
+        @overload
+        def __getitem__(self, key: _Integer | tuple[_Integer, ...], /) -> Any: ...
+        @overload
+        def __getitem__(
+            self: SmartArray[Any, np.dtype[np.void]], key: str | list[str], /
+        ) -> SmartArray[_AnyShape, np.dtype[Any]]: ...
+        @overload
+        def __getitem__(
+            self: SmartArray[Any, _DTypeT], key: _Index | tuple[_Index, ...], /
+        ) -> SmartArray[_AnyShape, _DTypeT]: ...
+        def __getitem__(self, key: Any, /) -> Any: ...
+
+        @overload
+        def __array__(
+            self: SmartArray[_ShapeT, _DTypeT], dtype: None = None, copy: bool | None = None
+        ) -> np.ndarray[_ShapeT, _DTypeT]: ...
+        @overload
+        def __array__(
+            self: SmartArray[_ShapeT, Any], dtype: _DTypeT, copy: bool | None = None
+        ) -> np.ndarray[_ShapeT, _DTypeT]: ...
+        @overload
+        def __array__(
+            self: SmartArray[_ShapeT, Any], dtype: DTypeLike | None, copy: bool | None = None
+        ) -> np.ndarray[_ShapeT, np.dtype[Any]]: ...
+        def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> Any: ...
+
+        @overload
+        def astype(
+            self: SmartArray[_ShapeT, Any],
+            dtype: _DTypeT,
+            order: str = "K",
+            casting: str = "unsafe",
+            copy: bool = True,
+        ) -> SmartArray[_ShapeT, _DTypeT]: ...
+        @overload
+        def astype(
+            self: SmartArray[_ShapeT, Any],
+            dtype: type[_ScalarT],
+            order: str = "K",
+            casting: str = "unsafe",
+            copy: bool = True,
+        ) -> SmartArray[_ShapeT, np.dtype[_ScalarT]]: ...
+        @overload
+        def astype(
+            self: SmartArray[_ShapeT, Any],
+            dtype: DTypeLike,
+            order: str = "K",
+            casting: str = "unsafe",
+            copy: bool = True,
+        ) -> SmartArray[_ShapeT, np.dtype[Any]]: ...
+        def astype(
+            self, dtype: DTypeLike, order: str = "K", casting: str = "unsafe", copy: bool = True
+        ) -> Any: ...
+
+        @overload  # a tuple: its length (numpy's overloads, up to 4-d here)
+        def reshape(
+            self: SmartArray[Any, _DTypeT],
+            shape: _AnyShapeT,
+            /,
+            *,
+            order: str = "C",
+            copy: bool | None = None,
+        ) -> SmartArray[_AnyShapeT, _DTypeT]: ...
+        @overload
+        def reshape(
+            self: SmartArray[Any, _DTypeT],
+            size1: SupportsIndex,
+            /,
+            *,
+            order: str = "C",
+            copy: bool | None = None,
+        ) -> SmartArray[tuple[int], _DTypeT]: ...
+        @overload
+        def reshape(
+            self: SmartArray[Any, _DTypeT],
+            size1: SupportsIndex,
+            size2: SupportsIndex,
+            /,
+            *,
+            order: str = "C",
+            copy: bool | None = None,
+        ) -> SmartArray[tuple[int, int], _DTypeT]: ...
+        @overload
+        def reshape(
+            self: SmartArray[Any, _DTypeT],
+            size1: SupportsIndex,
+            size2: SupportsIndex,
+            size3: SupportsIndex,
+            /,
+            *,
+            order: str = "C",
+            copy: bool | None = None,
+        ) -> SmartArray[tuple[int, int, int], _DTypeT]: ...
+        @overload
+        def reshape(
+            self: SmartArray[Any, _DTypeT],
+            *shape: SupportsIndex | Sequence[SupportsIndex],
+            order: str = "C",
+            copy: bool | None = None,
+        ) -> SmartArray[_AnyShape, _DTypeT]: ...
+        def reshape(self, *shape: Any, order: str = "C", copy: bool | None = None) -> Any: ...
+
+        @overload
+        def getfield(
+            self: SmartArray[_ShapeT, Any], dtype: _DTypeLike[_ScalarT], offset: int = 0
+        ) -> SmartArray[_ShapeT, np.dtype[_ScalarT]]: ...
+        @overload
+        def getfield(
+            self: SmartArray[_ShapeT, Any], dtype: DTypeLike, offset: int = 0
+        ) -> SmartArray[_ShapeT, np.dtype[Any]]: ...
+        def getfield(self, dtype: DTypeLike, offset: int = 0) -> Any: ...
+
+        @overload
+        def view(
+            self: SmartArray[_ShapeT, _DTypeT], dtype: None = None
+        ) -> SmartArray[_ShapeT, _DTypeT]: ...
+        @overload
+        def view(
+            self: SmartArray[_ShapeT, Any], dtype: _DTypeLike[_ScalarT]
+        ) -> SmartArray[_ShapeT, np.dtype[_ScalarT]]: ...
+        @overload
+        def view(
+            self: SmartArray[_ShapeT, Any], dtype: DTypeLike
+        ) -> SmartArray[_ShapeT, np.dtype[Any]]: ...
+        def view(self, dtype: DTypeLike | None = None) -> Any: ...
 
         # --- binary operators. Overloads: a Python scalar keeps the array's dtype (NEP 50)
         # and shape; operands of one scalar type give that type; anything else gives an

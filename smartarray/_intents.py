@@ -36,7 +36,7 @@ from ._array import SmartArray, _ArgHint, _DTypeT_co, _ShapeT_co
 if TYPE_CHECKING:
     from numpy.typing import DTypeLike
 
-    from ._array import _DTypeT
+    from ._array_typing import _DTypeT
 
 
 class _Intent(_ArgHint, Generic[_ShapeT_co, _DTypeT_co]):

@@ -295,7 +295,62 @@ def _declared_for_type_checkers() -> set[str]:
     for node in class_body("_array.py", "SmartArray"):
         if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
             names |= declared(node.body)
-    return names
+    return names - _defined_for_the_run_time_only()
+
+
+def _defined_for_the_run_time_only() -> set[str]:
+    """The methods SmartArray's class body defines under ``if not TYPE_CHECKING:``."""
+    tree = ast.parse((ROOT / "smartarray" / "_array.py").read_text())
+    (cls,) = (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SmartArray")
+    return {
+        item.name
+        for node in cls.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "not TYPE_CHECKING"
+        for item in node.body
+        if isinstance(item, ast.FunctionDef)
+    }
+
+
+def test_the_class_body_holds_runtime_code_only() -> None:
+    """smartarray/_array.py's SmartArray has no typing-only declarations (no overloads, no
+    ``if TYPE_CHECKING:`` block): the methods whose types depend on their arguments are
+    defined for the run time only, and declared, with their overloads, in the typing-only
+    base, which declares a member of that name for each of them."""
+    tree = ast.parse((ROOT / "smartarray" / "_array.py").read_text())
+    (cls,) = (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SmartArray")
+    for node in ast.walk(cls):
+        if isinstance(node, ast.FunctionDef):
+            assert not any(ast.unparse(d) == "overload" for d in node.decorator_list), node.name
+    typing_blocks = [
+        n for n in cls.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+    ]
+    assert all(  # (only the attribute declaration that the class-level descriptor hides)
+        isinstance(item, ast.AnnAssign) for block in typing_blocks for item in block.body
+    )
+    runtime_only = _defined_for_the_run_time_only()
+    assert runtime_only == {
+        "__init__",
+        "get",
+        "__getitem__",
+        "__array__",
+        "astype",
+        "reshape",
+        "getfield",
+        "view",
+    }
+    tree = ast.parse((ROOT / "smartarray" / "_array_typing.py").read_text())
+    nodes = [*tree.body]
+    for node in tree.body:
+        if isinstance(node, ast.If):
+            nodes += node.body
+    (base,) = (n for n in nodes if isinstance(n, ast.ClassDef) and n.name == "_SmartArrayTyping")
+    overloaded = {
+        item.name
+        for item in base.body
+        if isinstance(item, ast.FunctionDef)
+        and any(ast.unparse(d) == "overload" for d in item.decorator_list)
+    }
+    assert runtime_only <= overloaded
 
 
 def test_the_typing_only_base_is_no_base_at_run_time() -> None:

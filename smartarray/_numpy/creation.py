@@ -14,7 +14,7 @@ from . import protocols
 if TYPE_CHECKING:
     from numpy.typing import DTypeLike
 
-    from .._array import (
+    from .._array_typing import (
         _AnyShape,
         _ArrayOf,
         _DTypeLike,
