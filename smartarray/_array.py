@@ -774,7 +774,13 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             kind = type(key)
             if kind is slice:
                 shape = self._shape
-                if len(shape) == 1:
+                if len(shape) != 1:
+                    # (the general path below. The test is written this way round so that its
+                    # jump is a short one: CPython 3.11 specialises a comparison only when a
+                    # conditional jump with no EXTENDED_ARG follows it, and jumping over the
+                    # block below needs one.)
+                    pass
+                else:
                     # Fast path: a 1-d basic slice, a view whose layout is computed here (inline:
                     # a method call costs a fifth of the time). Nothing else is made for it: it
                     # shares this array's allocation, and computes its extent when first asked
