@@ -895,23 +895,20 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         host = self._host_scalar  # (a writable contiguous 1-d numeric array's: see there)
-        if host is not None and (
-            type(key) is int
-            or (
-                type(key) is slice
-                and key.step is None
-                and (type(value) is float or type(value) in SCALAR_VALUES)
-            )
+        if (
+            host is not None
+            and (type(key) is int or (type(key) is slice and key.step is None))
+            and (type(value) is float or type(value) in SCALAR_VALUES)
         ):
-            # Fastest path: an element, or a scalar into a slice with no step, written
-            # without the lock while the allocation holds a host token (state HOST, nothing
-            # pending, no launch in preparation: see Allocation._host_token). (Any value for
-            # an element: numpy converts it first, and writes the one element or raises
-            # having written nothing; a slice's text or sequence values could fail half-way,
-            # so they take the path below, which converts them first.) The same token after
-            # the write means no copy read the buffer and no label changed meanwhile;
-            # otherwise the locked path below writes again (a value written twice is written
-            # once; its bytes are an exact extent, which needs no copy) and labels the bytes.
+            # Fastest path: a Python or numpy scalar written without the lock while the
+            # allocation holds a host token (state HOST, nothing pending, no launch in
+            # preparation: see Allocation._host_token). The same token after the write means
+            # no copy read the buffer and no label changed meanwhile; otherwise the locked
+            # path below writes again (a scalar written twice is written once; its bytes are
+            # an exact extent, which needs no copy) and labels the bytes. (Only scalars: the
+            # conversion of any other value, which may run code of its own or read arrays,
+            # must happen once, and the write made again must not need a copy either:
+            # tests/test_review4_findings.py.)
             alloc = self._alloc_if_made  # (set wherever _host_rw is: _host_view reads _alloc)
             token = alloc._host_token  # type: ignore[union-attr]
             if token is not None:
