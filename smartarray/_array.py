@@ -94,20 +94,22 @@ class _AllocationOnFirstRead:
     def __get__(self, array: SmartArray | None, owner: type | None = None) -> Any:
         if array is None:
             return self
-        with _MAKING_ALLOCATION:
-            host = array._own_host
-            if host is not None:
-                layout = "C" if host.flags.c_contiguous else "F"
-                alloc = _on_host(host, layout, host_memory="pageable")
-                array._alloc = array._alloc_if_made = alloc
-                array._own_host = None
-                return alloc
-        # A view made by the slice fast path of __getitem__ (which sets ``_alloc_if_made``
-        # only), or an allocation made meanwhile by another thread: stored as the instance's
-        # own ``_alloc`` for the next reads.
         made = array._alloc_if_made
         if made is None:
-            raise AttributeError("SmartArray not initialised: it has no allocation")
+            with _MAKING_ALLOCATION:
+                host = array._own_host  # (set on every array made without an allocation)
+                if host is not None:
+                    layout = "C" if host.flags.c_contiguous else "F"
+                    alloc = _on_host(host, layout, host_memory="pageable")
+                    array._alloc = array._alloc_if_made = alloc
+                    array._own_host = None
+                    return alloc
+            made = array._alloc_if_made  # (made meanwhile by another thread)
+            if made is None:
+                raise AttributeError("SmartArray not initialised: it has no allocation")
+        # (a view made by the slice fast path of __getitem__, which sets ``_alloc_if_made``
+        # only, or an allocation made by another thread: the instance's own ``_alloc`` from
+        # now on)
         array._alloc = made
         return made
 
@@ -195,42 +197,48 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         _alloc: Allocation
     else:
         _alloc = _AllocationOnFirstRead()
-    _own_host: np.ndarray | None = None
+    # The attributes below are set on every array, by each constructor: _init_view, the
+    # light constructors own_result and construct's _copy_of_ndarray, and the slice fast path
+    # of __getitem__. None of them has a class-level default: CPython 3.12 specialises no
+    # read of an instance attribute that a class attribute of the same name shadows (about
+    # 1.5x the time of ``x[3]`` and ``x[3] = 1.0`` there). They are read as attributes, never
+    # through ``__dict__``: touching ``__dict__`` turns CPython's compact instance attributes
+    # into a dict, which makes every later attribute access of that instance slower.
+    #
     # ``_alloc`` once made, else None, for the fast paths: a plain attribute, which CPython
     # reads faster than one a class-level descriptor stands for (about 25 ns a read on
     # Python 3.11). Where it is None a fast path may read the host buffer only if
     # ``_own_host`` is set (no allocation yet: current on the host, nothing pending);
     # otherwise it takes the general path, which reads ``_alloc``.
-    _alloc_if_made: Allocation | None = None
+    _alloc_if_made: Allocation | None
+    # The host buffer of an array made without an allocation (own_result, SmartArray(ndarray))
+    # until the allocation is made, then None; not set on the others, which have
+    # ``_alloc_if_made`` and never read it.
+    _own_host: np.ndarray | None
     _offset: int
     _shape: tuple[int, ...]
     _strides: tuple[int, ...]
     _dtype: np.dtype
-    # Cached host ndarrays of this view, made on first use: read-only, and writable (only for
-    # a writable array); the fast paths (_numpy.fastpath) use them as they are. The
-    # attributes above are set in _init_view (and by the light constructors own_result,
-    # construct's _copy_of_ndarray and the slice fast path of __getitem__) and read as
-    # attributes, never through ``__dict__``: touching ``__dict__`` turns CPython's compact
-    # instance attributes into a dict, which makes every later attribute access of that
-    # instance slower.
-    _host_ro: np.ndarray | None = None
-    _host_rw: np.ndarray | None = None
+    _writeable: bool
+    # The array whose memory this one views (``base``), None for one that owns its memory.
+    _base: SmartArray | None
+    # Cached host ndarrays of this view, made on first use (None until then): read-only, and
+    # writable (only for a writable array); the fast paths (_numpy.fastpath) use them as
+    # they are.
+    _host_ro: np.ndarray | None
+    _host_rw: np.ndarray | None
     # _host_rw of a contiguous 1-d array of a numeric dtype, once made: the one scalar writes
     # without the lock go through (__setitem__). Their bytes (an element, a slice with no
     # step) are then an exact extent, all overwritten: the write made again under the lock
     # when another thread came between never needs a copy, so it cannot be refused half-way
     # (no_transfers(), no memory).
-    _host_scalar: np.ndarray | None = None
-    # (True, this class attribute, unless set: a slice of a writable array sets nothing)
-    _writeable: bool = True
-    # _host_ro of a 1-d array, once made (the element fast path of __getitem__ reads it):
-    # None (this class attribute) until then, and while numpy's shuffle runs on the array.
-    _host_1d: np.ndarray | None = None
-    # The array whose memory this one views (``base``), None for one that owns its memory:
-    # set on every array (an unset one, read through this class attribute, is slower).
-    _base: SmartArray | None = None
+    _host_scalar: np.ndarray | None
+    # _host_ro of a 1-d array, once made (the element fast path of __getitem__ reads it), and
+    # None while numpy's shuffle runs on the array.
+    _host_1d: np.ndarray | None
     # The ones below start as these class attributes, and an instance has its own once set
-    # (nothing to make for a new array, a result or a view that never needs them).
+    # (nothing to make for a new array, a result or a view that never needs them; read off
+    # the fast paths).
     # Set while numpy's generic in-place shuffle runs on this array (see _numpy.shuffle).
     _shuffle: Any = None  # a smartarray._numpy.shuffle.ShuffleCall, or None
     # This view's layout over a fake address (_template), and its extent (_span).
@@ -280,9 +288,9 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         self._strides = tuple(strides)
         self._dtype = dtype
         self._writeable = writeable
-        self._host_ro = None
+        self._host_ro = self._host_1d = None
         self._host_rw = self._host_scalar = None
-        self._base = base  # (set on every array: a read of an unset one is slower)
+        self._base = base
 
     @classmethod
     def _view(
@@ -820,10 +828,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                     view._shape = (length,)
                     view._strides = view_strides
                     view._dtype = self._dtype
-                    if not self._writeable:
-                        view._writeable = False
+                    view._writeable = self._writeable
                     base = self._base
                     view._base = self if base is None else base
+                    view._host_ro = view._host_rw = view._host_scalar = view._host_1d = None
                     return view
             elif kind is int:  # fast path: an element of a 1-d array whose host copy is ready
                 host = self._host_1d
@@ -1473,7 +1481,9 @@ def own_result(host: np.ndarray) -> SmartArray[Any, Any]:
     array._strides = host.strides
     array._dtype = host.dtype
     array._writeable = flags.writeable
-    array._base = None  # (see _init_view)
+    array._base = None
+    array._alloc_if_made = None
+    array._host_ro = array._host_rw = array._host_scalar = array._host_1d = None
     return array
 
 

@@ -137,7 +137,9 @@ class Allocation:
     # change (_set_state, begin_device_write). A writer reads it before and after its write:
     # the same object both times means no copy read the buffer and no label changed
     # meanwhile; otherwise it writes again under the lock (docs/coherence.md, invariant 7).
-    _host_token: object | None = None
+    # (Set by each constructor, not a class attribute: CPython 3.12 specialises no read of
+    # an instance attribute that a class attribute shadows.)
+    _host_token: object | None
     # (rebound, never changed in place: safe to share as a class default)
     _undefined: list[tuple[int, int]] = []
 
@@ -194,6 +196,7 @@ class Allocation:
         # access must wait or take the lock needs a matching check there.)
         self._device_event: Any = None
         self._host_event: Any = None
+        self._host_token: object | None = None  # (see the class attributes)
         # True while the last device work was on the default stream (which records no event):
         # work on a non-blocking stream must then first wait for the default stream.
         self._default_stream_work = False
@@ -279,6 +282,7 @@ class Allocation:
         alloc.lock = _thread.RLock()
         alloc._device_event = None
         alloc._host_event = None
+        alloc._host_token = None
         alloc._launch = None
         alloc._device_views = {}
         alloc.host_exports = []

@@ -125,7 +125,9 @@ def _copy_of_ndarray(array: SmartArray, obj: np.ndarray, label: str | None) -> N
     array._strides = host.strides
     array._dtype = host.dtype
     array._writeable = True
-    array._base = None  # (see SmartArray._init_view)
+    array._base = None
+    array._alloc_if_made = None
+    array._host_ro = array._host_rw = array._host_scalar = array._host_1d = None
 
 
 def _from_smartarray(
