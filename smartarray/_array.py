@@ -94,17 +94,19 @@ class _AllocationOnFirstRead:
     def __get__(self, array: SmartArray | None, owner: type | None = None) -> Any:
         if array is None:
             return self
-        made = array._alloc_if_made
+        # (getattr: an object never initialised, a subclass that skips __init__, gets the
+        # error below; this runs once per array)
+        made = getattr(array, "_alloc_if_made", None)
         if made is None:
             with _MAKING_ALLOCATION:
-                host = array._own_host  # (set on every array made without an allocation)
+                host = getattr(array, "_own_host", None)  # (set where no allocation is made)
                 if host is not None:
                     layout = "C" if host.flags.c_contiguous else "F"
                     alloc = _on_host(host, layout, host_memory="pageable")
                     array._alloc = array._alloc_if_made = alloc
                     array._own_host = None
                     return alloc
-            made = array._alloc_if_made  # (made meanwhile by another thread)
+            made = getattr(array, "_alloc_if_made", None)  # (made meanwhile by another thread)
             if made is None:
                 raise AttributeError("SmartArray not initialised: it has no allocation")
         # (a view made by the slice fast path of __getitem__, which sets ``_alloc_if_made``

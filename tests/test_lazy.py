@@ -226,3 +226,55 @@ def test_a_light_allocation_has_every_attribute_a_full_one_has() -> None:
         value = getattr(light, name)
         if isinstance(value, (list, dict)):
             assert value is not getattr(Allocation, name, None), name
+
+
+# Set by every constructor, with no class-level default (CPython 3.12 specialises no read of
+# an instance attribute that a class attribute shadows): SmartArray's comment above them.
+_PER_INSTANCE = (
+    "_alloc_if_made",
+    "_offset",
+    "_shape",
+    "_strides",
+    "_dtype",
+    "_writeable",
+    "_base",
+    "_host_ro",
+    "_host_rw",
+    "_host_scalar",
+    "_host_1d",
+)
+
+
+def test_every_constructor_sets_the_attributes_that_have_no_class_default() -> None:
+    assert not [name for name in _PER_INSTANCE if hasattr(sa.SmartArray, name)]
+    assert not hasattr(Allocation, "_host_token")
+    x = sa.SmartArray(np.arange(8.0))
+    m = sa.SmartArray(np.arange(8.0).reshape(2, 4), label="m")
+    arrays = {
+        "SmartArray(ndarray)": x,
+        "with a label": m,
+        "a result": x + x,
+        "a slice": x[1:5],
+        "a slice of a result": (x * 2)[2:],
+        "a strided slice": x[::2],
+        "a row": m[1],
+        "a transpose": m.T,
+        "a reshape": x.reshape(2, 4),
+        "zeros": sa.zeros(4),
+        "a pickled copy": pickle.loads(pickle.dumps(x[2:6])),
+        "a field": sa.SmartArray(np.zeros(3, dtype=[("a", "f8"), ("b", "i4")]))["b"],
+    }
+    for what, array in arrays.items():
+        missing = [name for name in _PER_INSTANCE if not hasattr(array, name)]
+        assert not missing, (what, missing)
+        assert array._alloc_if_made is not None or array._own_host is not None, what
+        assert array._alloc._host_token is None or array._alloc.state is State.HOST, what
+
+
+def test_an_object_never_initialised_says_so() -> None:
+    class NeverInitialised(sa.SmartArray):  # type: ignore[type-arg]
+        def __init__(self) -> None:
+            pass
+
+    with pytest.raises(AttributeError, match="not initialised"):
+        getattr(NeverInitialised(), "_alloc")  # noqa: B009
