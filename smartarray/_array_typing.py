@@ -268,19 +268,7 @@ if TYPE_CHECKING:
             stream: Any = None,
             label: str | None = None,
         ) -> None: ...
-        def __init__(
-            self,
-            obj: Any = None,
-            copy: bool = True,
-            shape: _ShapeLike | None = None,
-            dtype: DTypeLike | None = None,
-            order: str | None = None,
-            where: str = "host",
-            *,
-            host_memory: str | None = None,
-            stream: Any = None,
-            label: str | None = None,
-        ) -> None: ...
+        def __init__(self, *args: Any, **kwargs: Any) -> None: ...  # (_array.py's, at run time)
 
         @overload
         def get(
