@@ -268,6 +268,11 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             stream: Any = None,
             label: str | None = None,
         ) -> None:
+            if getattr(self, "_shape", None) is not None:  # (set on every array once made)
+                raise TypeError(
+                    "SmartArray.__init__ called on an array already made: its data and "
+                    "layout stay as they are; make a new array with SmartArray(...) instead"
+                )
             _hooks.construct(
                 self, obj, copy, shape, dtype, order, where, host_memory, stream, label
             )  # (smartarray._numpy.construct)

@@ -723,3 +723,23 @@ def test_object_array_stays_on_the_host() -> None:
             request()
         assert t.count == 0 and flags(a) == (True, False, "host")
         assert a.tolist() == [1, "two", None]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: sa.SmartArray(np.arange(4.0)),
+        lambda: sa.zeros(4),
+        lambda: sa.SmartArray([0, 1, 2, 3]),
+    ],
+    ids=["copy", "zeros", "list"],
+)
+def test_a_second_init_is_refused_and_changes_nothing(make: Any) -> None:
+    # (Before: the new layout beside the old allocation, and reads past the old buffer.)
+    a = make()
+    before = np.array(a)
+    with pytest.raises(TypeError, match="already made"):
+        a.__init__(np.arange(10.0))
+    assert a.shape == (4,)
+    np.testing.assert_array_equal(np.asarray(a), before)
+    assert a.sum() == before.sum()
