@@ -127,8 +127,9 @@ if TYPE_CHECKING:
     _NotArray: TypeAlias = complex | str | bytes | Sequence[Any]
 
     class _SmartArrayTyping(NDArrayOperatorsMixin):
-        """numpy's NDArrayOperatorsMixin as type checkers see it in SmartArray: the operators
-        with SmartArray's types, and the ndarray members SmartArray forwards."""
+        """numpy's NDArrayOperatorsMixin as type checkers see it in SmartArray: the overloads
+        of the methods SmartArray defines for the run time only, the operators with
+        SmartArray's types, and the ndarray members SmartArray forwards."""
 
         # --- the methods SmartArray implements itself (smartarray/_array.py, where they are
         # defined for the run time only: ``if not TYPE_CHECKING``), by their overloads here.
