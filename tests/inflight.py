@@ -94,6 +94,15 @@ def launch_while(kernel: Callable[[], Any], host: Callable[[], Any]) -> None:
 # SmartArray.__setitem__, Allocation._host_token) ------------------------------------------
 
 
+def in_another_thread(work: Callable[[], object]) -> None:
+    """Run ``work()`` in a new thread and wait for it: "another thread's" work for the hooks
+    below (where it must not run under this thread's ``no_transfers()``, or must wait for a
+    lock this thread holds)."""
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+
+
 class Interleaved(np.ndarray):
     """A host view whose next write runs ``before()`` and ``after()`` around numpy's: the
     two points where CPython may switch to another thread around a lock-free write."""

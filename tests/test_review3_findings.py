@@ -11,28 +11,19 @@ where the work must not run under this thread's ``no_transfers()``).
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import numpy as np
 import pytest
-from inflight import Interleaved, host_current, interleave
+from inflight import Interleaved, host_current, in_another_thread, interleave
 from numba import cuda
 
 import smartarray as sa
-
-
-def _in_another_thread(work: Callable[[], object]) -> None:
-    thread = threading.Thread(target=work)
-    thread.start()
-    thread.join()
 
 
 def _kernel_between_check_and_write(a: sa.SmartArray) -> Interleaved:
     """Thread B's launch of ``set_at`` on the second half of ``a`` (its first element -1),
     run after ``a``'s next lock-free write saw the host token and before numpy writes."""
     half = a[a.shape[0] // 2 :]
-    return interleave(a, before=lambda: _in_another_thread(lambda: set_at[1, 1](half, 0, -1.0)))
+    return interleave(a, before=lambda: in_another_thread(lambda: set_at[1, 1](half, 0, -1.0)))
 
 
 @cuda.jit

@@ -18,21 +18,12 @@ None once it ran).
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import numpy as np
 import pytest
-from inflight import host_current, interleave
+from inflight import host_current, in_another_thread, interleave
 from numba import cuda
 
 import smartarray as sa
-
-
-def _in_another_thread(work: Callable[[], object]) -> None:
-    thread = threading.Thread(target=work)
-    thread.start()
-    thread.join()
 
 
 @cuda.jit
@@ -117,8 +108,8 @@ def test_a_smartarray_value_raced_under_no_transfers_is_written_whole_or_not_at_
     v.to_gpu()  # (current on both sides)
     hooked = interleave(
         a,
-        before=lambda: _in_another_thread(a.to_gpu),
-        after=lambda: _in_another_thread(lambda: v.mark_changed("gpu")),
+        before=lambda: in_another_thread(a.to_gpu),
+        after=lambda: in_another_thread(lambda: v.mark_changed("gpu")),
     )
     with sa.no_transfers():
         a[3] = v
@@ -152,7 +143,7 @@ def test_a_value_that_reads_the_target_sees_it_as_before_the_write() -> None:
     a = host_current(8)
     out = sa.SmartArray(np.zeros(1))
     hooked = interleave(
-        a, after=lambda: _in_another_thread(lambda: _read_first[1, 1](sa.In(a), out))
+        a, after=lambda: in_another_thread(lambda: _read_first[1, 1](sa.In(a), out))
     )
     a[3] = _SumOf(a)
     assert hooked.after is not None  # (the lock-free path was not taken)
