@@ -1729,7 +1729,7 @@ def _changed_ranges(
                 continue
             found.extend(_differing(x, y, start))
         if exact:
-            changed.extend(coalesce(found, 0) if found else found)
+            changed.extend(coalesce(found, 0))
             continue
         found = coalesce(found)
         if len(found) > 32:
