@@ -26,6 +26,7 @@ from ._core.layout import (
     _FAKE_BASE,
     _NUMERIC_KINDS,
     SCALAR_VALUES,
+    _basic_view_layout,
     _contiguity,
     _convert_text_values,
     _Flags,
@@ -633,14 +634,24 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         return template
 
     def _from_template(self, result: np.ndarray) -> SmartArray[Any, Any]:
-        lo, hi = np.lib.array_utils.byte_bounds(result) if result.size else (_FAKE_BASE,) * 2
+        data = result.__array_interface__["data"][0]  # (read once: it builds a dict)
+        shape = result.shape
+        strides = result.strides
+        lo = hi = data  # the bytes it spans, as numpy's byte_bounds computes them
+        if result.size:
+            for length, stride in zip(shape, strides, strict=True):
+                if stride < 0:
+                    lo += (length - 1) * stride
+                else:
+                    hi += (length - 1) * stride
+            hi += result.itemsize
         if not (lo >= _FAKE_BASE and hi <= _FAKE_BASE + self._alloc.nbytes):
             raise AssertionError("a view operation produced memory outside its base")
         return SmartArray._view(
             self._alloc,
-            result.__array_interface__["data"][0] - _FAKE_BASE,
-            result.shape,
-            result.strides,
+            data - _FAKE_BASE,
+            shape,
+            strides,
             result.dtype,
             result.flags.writeable and self._writeable,
             self if self._base is None else self._base,  # like numpy: the memory's owner
@@ -786,6 +797,9 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     if not TYPE_CHECKING:  # (typed in _array_typing: see above)
 
         def __getitem__(self, key: Any) -> Any:
+            # Only the fastest paths are here, and the locals they need: each local of this
+            # function costs every call (CPython sets them up and clears them). Everything
+            # else is _index.
             kind = type(key)
             if kind is slice:
                 shape = self._shape
@@ -796,10 +810,11 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                     # block below needs one.)
                     pass
                 else:
-                    # Fast path: a 1-d basic slice, a view whose layout is computed here (inline:
-                    # a method call costs a fifth of the time). Nothing else is made for it: it
-                    # shares this array's allocation, and computes its extent when first asked
-                    # (_span).
+                    # Fast path: a 1-d basic slice of step 1 within bounds (the common case,
+                    # in fewer steps than slice.indices), a view whose layout is computed
+                    # here (inline: a method call costs a fifth of the time). Nothing else is
+                    # made for it: it shares this array's allocation, and computes its extent
+                    # when first asked (_span).
                     size = shape[0]
                     start = key.start
                     stop = key.stop
@@ -807,7 +822,6 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                         start = 0
                     if stop is None:
                         stop = size
-                    strides = self._strides
                     if (
                         key.step is None
                         and type(start) is int
@@ -815,31 +829,24 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                         and start >= 0
                         and start < stop
                         and stop <= size
-                    ):  # (the common case, in fewer steps than slice.indices)
-                        length = stop - start
-                        view_strides = strides
-                    else:
-                        start, stop, step = key.indices(size)  # (numpy's errors for bad slices)
-                        length = len(range(start, stop, step))
-                        if not length:  # numpy's layout of an empty slice
-                            start, step = 0, 1
-                        view_strides = strides if step == 1 else (strides[0] * step,)
-                    alloc = self._alloc_if_made
-                    if alloc is None:
-                        alloc = self._alloc  # (made now: it is shared with the view)
-                    view = _new_object(SmartArray)  # (what _view does, without its calls)
-                    # (``_alloc`` is stored on its first read: a store to a name the class has a
-                    # descriptor for is one CPython 3.11 cannot specialise, the slowest here)
-                    view._alloc_if_made = alloc
-                    view._offset = self._offset + start * strides[0]
-                    view._shape = (length,)
-                    view._strides = view_strides
-                    view._dtype = self._dtype
-                    view._writeable = self._writeable
-                    base = self._base
-                    view._base = self if base is None else base
-                    view._host_ro = view._host_rw = view._host_scalar = view._host_1d = None
-                    return view
+                    ):
+                        alloc = self._alloc_if_made
+                        if alloc is None:
+                            alloc = self._alloc  # (made now: it is shared with the view)
+                        view = _new_object(SmartArray)  # (what _view does, without its calls)
+                        # (``_alloc`` is stored on its first read: a store to a name the class
+                        # has a descriptor for is one CPython 3.11 cannot specialise)
+                        view._alloc_if_made = alloc
+                        strides = self._strides
+                        view._offset = self._offset + start * strides[0]
+                        view._shape = (stop - start,)
+                        view._strides = strides
+                        view._dtype = self._dtype
+                        view._writeable = self._writeable
+                        base = self._base
+                        view._base = self if base is None else base
+                        view._host_ro = view._host_rw = view._host_scalar = view._host_1d = None
+                        return view
             elif kind is int:  # fast path: an element of a 1-d array whose host copy is ready
                 host = self._host_1d
                 if host is not None:
@@ -856,57 +863,78 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                             state is _HOST or (state is _BOTH and alloc._device_event is None)
                         ):
                             return host[key]  # numpy's own IndexError for a bad index
-            if kind is int or kind is tuple:  # an element of a ready host copy
+            return self._index(key, kind)
+
+    def _index(self, key: Any, kind: type) -> Any:
+        """``self[key]`` (``kind``: ``type(key)``) where :meth:`__getitem__`'s fastest paths
+        do not apply."""
+        if kind is int or kind is tuple:  # an element of a ready host copy
+            alloc = self._alloc
+            host = self._host_ro
+            state = alloc.state
+            if (
+                host is not None
+                and (state is _HOST or state is _BOTH)
+                and alloc._host_event is None
+                and alloc._device_event is None
+                and (
+                    len(self._shape) == 1
+                    if kind is int
+                    else len(key) == len(self._shape) and all(type(i) is int for i in key)
+                )
+            ):
+                return host[key]  # numpy's own IndexError for a bad index
+            if (
+                state is _MIXED
+                and kind is int
+                and host is not None
+                and len(self._shape) == 1
+                and self._shuffle is None
+            ):
+                # An element of an array current partly on each side: read it from the host
+                # if its bytes are current there and nothing is pending (else the full path).
+                length = self._shape[0]
+                index = key + length if key < 0 else key
+                if 0 <= index < length:
+                    start = self._offset + index * self._strides[0]
+                    if alloc.host_current((start, start + self._dtype.itemsize)):
+                        return host[key]
+            if self._shuffle is not None and kind is int:  # numpy's shuffle swapping items
+                item = _hooks.shuffled_read(self, key, sys._getframe(2))
+                if item is not _hooks.NOT_SHUFFLING:
+                    return item
+        if kind is int or kind is slice or kind is tuple:
+            # A view for the common basic keys (a row, a block, a strided slice…), its
+            # layout computed directly: no template, nothing else made.
+            layout = _basic_view_layout(self._shape, self._strides, key)
+            if layout is not None:
+                view = _new_object(SmartArray)  # (what _view does, without its calls)
+                view._alloc_if_made = self._alloc  # (made now if it was not: it is shared)
+                view._offset = self._offset + layout[0]
+                view._shape = layout[1]
+                view._strides = layout[2]
+                view._dtype = self._dtype
+                view._writeable = self._writeable
+                base = self._base
+                view._base = self if base is None else base  # like numpy: the memory's owner
+                view._host_ro = view._host_rw = view._host_scalar = view._host_1d = None
+                return view
+        if _is_basic_index(key):
+            if _selects_scalar(key, self.ndim):
+                element = self._template()[_view_key(key)]  # bounds check on the layout only
                 alloc = self._alloc
-                host = self._host_ro
-                state = alloc.state
-                if (
-                    host is not None
-                    and (state is _HOST or state is _BOTH)
-                    and alloc._host_event is None
-                    and alloc._device_event is None
-                    and (
-                        len(self._shape) == 1
-                        if kind is int
-                        else len(key) == len(self._shape) and all(type(i) is int for i in key)
-                    )
-                ):
-                    return host[key]  # numpy's own IndexError for a bad index
-                if (
-                    state is _MIXED
-                    and kind is int
-                    and host is not None
-                    and len(self._shape) == 1
-                    and self._shuffle is None
-                ):
-                    # An element of an array current partly on each side: read it from the host
-                    # if its bytes are current there and nothing is pending (else the full path).
-                    length = self._shape[0]
-                    index = key + length if key < 0 else key
-                    if 0 <= index < length:
-                        start = self._offset + index * self._strides[0]
-                        if alloc.host_current((start, start + self._dtype.itemsize)):
-                            return host[key]
-                if self._shuffle is not None and kind is int:  # numpy's shuffle swapping items
-                    item = _hooks.shuffled_read(self, key, sys._getframe(1))
-                    if item is not _hooks.NOT_SHUFFLING:
-                        return item
-            if _is_basic_index(key):
-                if _selects_scalar(key, self.ndim):
-                    element = self._template()[_view_key(key)]  # bounds check on the layout only
-                    alloc = self._alloc
-                    with alloc.lock:
-                        alloc.ensure_host(None, _span_of(element, alloc)[0])  # (its bytes only)
-                        return self._host_view(write=False, sync=False)[key]
-                # (not a lambda: a closure over ``key`` would make every call of __getitem__,
-                # fast paths included, allocate a cell for it: about 35 ns on Python 3.11)
-                return self._apply_view(operator.itemgetter(key))
-            if _is_field_index(key, self._dtype):  # a['x'], a[['x', 'y']]: views, like numpy
-                return self._apply_view(operator.itemgetter(key))
-            if not self._alloc.is_valid("host", self._span()) and not isinstance(key, SmartArray):
-                # A bad index must fail before the stale host copy is brought up to date.
-                _layout_probe(self._shape, np.dtype(np.bool_))[key]
-            return _hooks.call_on_host(_getitem, (self, key), {})
+                with alloc.lock:
+                    alloc.ensure_host(None, _span_of(element, alloc)[0])  # (its bytes only)
+                    return self._host_view(write=False, sync=False)[key]
+            # (not a lambda: a closure over ``key`` would make every call of __getitem__,
+            # fast paths included, allocate a cell for it: about 35 ns on Python 3.11)
+            return self._apply_view(operator.itemgetter(key))
+        if _is_field_index(key, self._dtype):  # a['x'], a[['x', 'y']]: views, like numpy
+            return self._apply_view(operator.itemgetter(key))
+        if not self._alloc.is_valid("host", self._span()) and not isinstance(key, SmartArray):
+            # A bad index must fail before the stale host copy is brought up to date.
+            _layout_probe(self._shape, np.dtype(np.bool_))[key]
+        return _hooks.call_on_host(_getitem, (self, key), {})
 
     def __setitem__(self, key: Any, value: Any) -> None:
         host = self._host_scalar  # (a writable contiguous 1-d numeric array's: see there)
@@ -918,8 +946,8 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             # Fastest path: a Python or numpy scalar written without the lock while the
             # allocation holds a host token (state HOST, nothing pending, no launch in
             # preparation: see Allocation._host_token). The same token after the write means
-            # no copy read the buffer and no label changed meanwhile; otherwise the locked
-            # path below writes again (a scalar written twice is written once; its bytes are
+            # no copy read the buffer and no label changed meanwhile; otherwise _assign
+            # writes again under the lock (a scalar written twice is written once; its bytes are
             # an exact extent, which needs no copy) and labels the bytes. (Only scalars: the
             # conversion of any other value, which may run code of its own or read arrays,
             # must happen once, and the write made again must not need a copy either:
@@ -930,6 +958,11 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                 host[key] = value
                 if alloc._host_token is token:  # type: ignore[union-attr]
                     return
+        self._assign(key, value)
+
+    def _assign(self, key: Any, value: Any) -> None:
+        """``self[key] = value`` where :meth:`__setitem__`'s lock-free path does not apply.
+        (A function of its own: each local of ``__setitem__`` costs every call.)"""
         host = self._host_rw  # cached only for writable arrays
         alloc = self._alloc_if_made
         if (
@@ -1279,6 +1312,17 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
 
     def transpose(self, *axes: Any) -> SmartArray[_AnyShape, _DTypeT_co]:
         """View with axes permuted (``ndarray.transpose``)."""
+        if not axes or axes == (None,):  # the axes reversed: the layout computed directly
+            base = self._base
+            return SmartArray._view(
+                self._alloc,
+                self._offset,
+                self._shape[::-1],
+                self._strides[::-1],
+                self._dtype,
+                self._writeable,
+                self if base is None else base,  # like numpy: the memory's owner
+            )
         return self._apply_view(lambda t: t.transpose(*axes))
 
     def swapaxes(self, axis1: int, axis2: int) -> SmartArray[_AnyShape, _DTypeT_co]:

@@ -115,6 +115,68 @@ def test_1d_slice_layout_matches_numpy(size: int, base: str, key: slice) -> None
     np.testing.assert_array_equal(np.asarray(got), plain[key])
 
 
+_nd_item = st.one_of(
+    st.integers(-6, 6),
+    st.builds(slice, _bound, _bound, st.one_of(st.none(), st.integers(-3, 3).filter(bool))),
+    st.just(Ellipsis),
+    # (keys the direct layout leaves to the general path: numpy's result all the same)
+    st.sampled_from([None, True, np.int64(1), slice(None, None, 0), slice(1.5, 2)]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    shape=st.lists(st.integers(0, 5), min_size=0, max_size=3).map(tuple),
+    base=st.sampled_from(["whole", "reversed", "stepped", "transposed"]),
+    key=st.one_of(_nd_item, st.lists(_nd_item, max_size=4).map(tuple)),
+)
+def test_nd_basic_indexing_matches_numpy(shape: tuple[int, ...], base: str, key: Any) -> None:
+    """Rows, blocks, columns, strided and reversed slices, Ellipsis, of any layout: numpy's
+    result (a scalar, or a view with numpy's shape and strides over the same bytes, which
+    writes through) or numpy's error, whichever path computes it."""
+    plain = np.arange(float(np.prod(shape))).reshape(shape).copy()  # (numpy's copy's layout)
+    array = sa.SmartArray(plain.copy())
+    assert array.strides == plain.strides
+    if shape and base == "reversed":
+        array, plain = array[::-1], plain[::-1]
+    elif shape and base == "stepped":
+        array, plain = array[::2], plain[::2]
+    elif base == "transposed":
+        array, plain = array.T, plain.T
+    try:
+        expected = plain[key]
+    except Exception as error:  # (numpy's error, whichever it is)
+        with pytest.raises(type(error)) as ours:
+            array[key]
+        assert str(ours.value) == str(error)
+        return
+    got = array[key]
+    if not isinstance(expected, np.ndarray):  # a scalar
+        assert not isinstance(got, sa.SmartArray) and got == expected
+        return
+    assert isinstance(got, sa.SmartArray)
+    assert got.shape == expected.shape and got.strides == expected.strides
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    if expected.size and expected.base is not None and np.shares_memory(expected, plain):
+        got[...] = -1.0  # a view: writes reach its base's bytes, as numpy's do
+        expected[...] = -1.0
+        np.testing.assert_array_equal(np.asarray(array), plain)
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 3, 4)])
+@pytest.mark.parametrize("axes", [(), (None,)])
+def test_transpose_reverses_the_layout_like_numpy(
+    shape: tuple[int, ...], axes: tuple[Any, ...]
+) -> None:
+    key = (Ellipsis, slice(None, None, -1)) if shape else Ellipsis  # (a layout of its own)
+    plain = np.arange(float(np.prod(shape))).reshape(shape)[key]
+    array = sa.SmartArray(np.arange(float(np.prod(shape))).reshape(shape))[key]
+    for got, expected in ((array.transpose(*axes), plain.transpose(*axes)), (array.T, plain.T)):
+        assert got.shape == expected.shape and got.strides == expected.strides
+        np.testing.assert_array_equal(np.asarray(got), expected)
+        assert got.base is array.base and got.flags.writeable
+
+
 @pytest.mark.parametrize(
     ("key", "error"),
     [(slice(None, None, 0), ValueError), (slice("a", None), TypeError), (slice(1.5, 2), TypeError)],

@@ -56,6 +56,82 @@ def _selects_scalar(key: Any, ndim: int) -> bool:
     return all(isinstance(i, (int, np.integer)) for i in items) and len(items) == ndim
 
 
+def _basic_view_layout(
+    shape: tuple[int, ...], strides: tuple[int, ...], key: Any
+) -> tuple[int, tuple[int, ...], tuple[int, ...]] | None:
+    """The layout of the view numpy makes for ``a[key]``, ``a`` of ``shape`` and ``strides``:
+    (byte offset from ``a``'s, shape, strides), computed as numpy's ``get_view_from_index``
+    does, without an ndarray. For the common keys only: a Python int, a slice, or a tuple of
+    those and at most one ``Ellipsis``, that select a view (not a scalar). None for any other
+    key, an int out of bounds, a bad slice or too many indices: those take the general path
+    (numpy's result, or numpy's error)."""
+    kind = type(key)
+    if kind is slice and shape:  # (the commonest keys first, in fewer steps)
+        try:
+            start, stop, step = key.indices(shape[0])
+        except (TypeError, ValueError):
+            return None
+        length = len(range(start, stop, step))
+        if not length:  # numpy's layout of an empty slice
+            start, step = 0, 1
+        stride = strides[0]
+        return start * stride, (length, *shape[1:]), (stride * step, *strides[1:])
+    if kind is int and len(shape) > 1:  # (a 1-d array's: a scalar)
+        size = shape[0]
+        index = key + size if key < 0 else key
+        if not 0 <= index < size:
+            return None
+        return index * strides[0], shape[1:], strides[1:]
+    items = key if kind is tuple else (key,)
+    ellipsis = False
+    ints = 0
+    for item in items:
+        kind = type(item)
+        if kind is int:  # (not bool, which numpy reads as a mask)
+            ints += 1
+        elif kind is not slice:
+            if item is not Ellipsis or ellipsis:
+                return None
+            ellipsis = True
+    ndim = len(shape)
+    indexed = len(items) - ellipsis
+    if indexed > ndim or (ints == ndim and not ellipsis):  # (too many; or a scalar)
+        return None
+    offset = 0
+    new_shape: list[int] = []
+    new_strides: list[int] = []
+    axis = 0
+    for item in items:
+        if item is Ellipsis:
+            end = axis + ndim - indexed
+            new_shape += shape[axis:end]
+            new_strides += strides[axis:end]
+            axis = end
+            continue
+        size = shape[axis]
+        stride = strides[axis]
+        if type(item) is int:
+            index = item + size if item < 0 else item
+            if not 0 <= index < size:
+                return None
+            offset += index * stride
+        else:
+            try:
+                start, stop, step = item.indices(size)
+            except (TypeError, ValueError):
+                return None
+            length = len(range(start, stop, step))
+            if not length:  # numpy's layout of an empty slice
+                start, step = 0, 1
+            offset += start * stride
+            new_shape.append(length)
+            new_strides.append(stride * step)
+        axis += 1
+    new_shape += shape[axis:]
+    new_strides += strides[axis:]
+    return offset, tuple(new_shape), tuple(new_strides)
+
+
 def _contiguous_strides(alloc: Allocation) -> tuple[int, ...]:
     if alloc.nbytes == 0 and alloc.dtype.itemsize:
         return (0,) * len(alloc.shape)  # numpy 2.4 gives new empty arrays zero strides
