@@ -637,8 +637,9 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         data = result.__array_interface__["data"][0]  # (read once: it builds a dict)
         shape = result.shape
         strides = result.strides
-        lo = hi = data  # the bytes it spans, as numpy's byte_bounds computes them
-        if result.size:
+        lo = hi = _FAKE_BASE  # (an empty view spans no bytes, wherever it starts)
+        if result.size:  # the bytes it spans, as numpy's byte_bounds computes them
+            lo = hi = data
             for length, stride in zip(shape, strides, strict=True):
                 if stride < 0:
                     lo += (length - 1) * stride
@@ -1312,7 +1313,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
 
     def transpose(self, *axes: Any) -> SmartArray[_AnyShape, _DTypeT_co]:
         """View with axes permuted (``ndarray.transpose``)."""
-        if not axes or axes == (None,):  # the axes reversed: the layout computed directly
+        if not axes or (len(axes) == 1 and axes[0] is None):  # the axes reversed, directly
             base = self._base
             return SmartArray._view(
                 self._alloc,

@@ -56,6 +56,11 @@ def _selects_scalar(key: Any, ndim: int) -> bool:
     return all(isinstance(i, (int, np.integer)) for i in items) and len(items) == ndim
 
 
+# Slice steps past this take the general path: numpy clamps a step to the range of a C
+# ``Py_ssize_t`` (and its stride then wraps around), which ``slice.indices`` does not.
+_BIG_STEP = 1 << 31
+
+
 def _basic_view_layout(
     shape: tuple[int, ...], strides: tuple[int, ...], key: Any
 ) -> tuple[int, tuple[int, ...], tuple[int, ...]] | None:
@@ -70,6 +75,8 @@ def _basic_view_layout(
         try:
             start, stop, step = key.indices(shape[0])
         except (TypeError, ValueError):
+            return None
+        if not -_BIG_STEP <= step <= _BIG_STEP:  # (numpy clamps a step to a C integer's range)
             return None
         length = len(range(start, stop, step))
         if not length:  # numpy's layout of an empty slice
@@ -119,6 +126,8 @@ def _basic_view_layout(
             try:
                 start, stop, step = item.indices(size)
             except (TypeError, ValueError):
+                return None
+            if not -_BIG_STEP <= step <= _BIG_STEP:
                 return None
             length = len(range(start, stop, step))
             if not length:  # numpy's layout of an empty slice
