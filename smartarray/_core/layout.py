@@ -71,7 +71,9 @@ def _basic_view_layout(
     key, an int out of bounds, a bad slice or too many indices: those take the general path
     (numpy's result, or numpy's error)."""
     kind = type(key)
-    if kind is slice and shape:  # (the commonest keys first, in fewer steps)
+    # (The commonest keys first, in fewer steps: their code repeats the loop's below, inline,
+    # since a shared helper's call costs a 2-d slice 14% more. Change both together.)
+    if kind is slice and shape:
         try:
             start, stop, step = key.indices(shape[0])
         except (TypeError, ValueError):
