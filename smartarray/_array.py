@@ -230,12 +230,15 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     # they are.
     _host_ro: np.ndarray | None
     _host_rw: np.ndarray | None
-    # _host_rw of a contiguous 1-d array of a numeric dtype, once made: the one scalar writes
-    # without the lock go through (__setitem__). Their bytes (an element, a slice with no
-    # step) are then an exact extent, all overwritten: the write made again under the lock
-    # when another thread came between never needs a copy, so it cannot be refused half-way
-    # (no_transfers(), no memory).
-    _host_scalar: np.ndarray | None
+    # Set with _host_rw for a contiguous 1-d array of a numeric dtype (else None): scalar
+    # writes without the lock go through it (__setitem__). Their bytes (an element, a slice
+    # with no step) are then an exact extent, all overwritten: the write made again under the
+    # lock when another thread came between never needs a copy, so it cannot be refused
+    # half-way (no_transfers(), no memory). It is _host_rw itself, or for native float64 a
+    # memoryview of it: a Python float or int stored into an element through a memoryview
+    # is the double numpy would store, written in a third of numpy's time (those element
+    # writes go through it; every other write through _host_rw).
+    _host_scalar: np.ndarray | memoryview | None
     # _host_ro of a 1-d array, once made (the element fast path of __getitem__ reads it), and
     # None while numpy's shuffle runs on the array.
     _host_1d: np.ndarray | None
@@ -583,7 +586,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                     and self._strides[0] == self._dtype.itemsize
                     and self._dtype.kind in _NUMERIC_KINDS
                 ):
-                    self._host_scalar = view
+                    elements = view.data  # (a memoryview)
+                    # (format "d": a native double; numpy's buffer gives "<d" or ">d"
+                    # otherwise, which a memoryview cannot write)
+                    self._host_scalar = elements if elements.format == "d" else view
             else:
                 self._host_ro = view
                 if len(self._shape) == 1:
@@ -939,26 +945,43 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         host = self._host_scalar  # (a writable contiguous 1-d numeric array's: see there)
-        if (
-            host is not None
-            and (type(key) is int or (type(key) is slice and key.step is None))
-            and (type(value) is float or type(value) in SCALAR_VALUES)
-        ):
-            # Fastest path: a Python or numpy scalar written without the lock while the
-            # allocation holds a host token (state HOST, nothing pending, no launch in
-            # preparation: see Allocation._host_token). The same token after the write means
-            # no copy read the buffer and no label changed meanwhile; otherwise _assign
-            # writes again under the lock (a scalar written twice is written once; its bytes are
-            # an exact extent, which needs no copy) and labels the bytes. (Only scalars: the
-            # conversion of any other value, which may run code of its own or read arrays,
-            # must happen once, and the write made again must not need a copy either:
-            # tests/test_review4_findings.py.)
-            alloc = self._alloc_if_made  # (set wherever _host_rw is: _host_view reads _alloc)
-            token = alloc._host_token  # type: ignore[union-attr]
-            if token is not None:
-                host[key] = value
-                if alloc._host_token is token:  # type: ignore[union-attr]
-                    return
+        if host is not None:
+            # Lock-free paths: a Python or numpy scalar written while the allocation holds a
+            # host token (state HOST, nothing pending, no launch in preparation: see
+            # Allocation._host_token). The same token after the write means no copy read the
+            # buffer and no label changed meanwhile; otherwise _assign writes again under the
+            # lock (a scalar written twice is written once; its bytes are an exact extent,
+            # which needs no copy) and labels the bytes. (Only scalars: the conversion of any
+            # other value, which may run code of its own or read arrays, must happen once,
+            # and the write made again must not need a copy either:
+            # tests/test_review4_findings.py.) The two branches differ only in what they
+            # check and write through; they are one function on purpose (a call of a shared
+            # helper would cost more than the path saves).
+            if type(key) is int and (type(value) is float or type(value) is int):
+                # An element and a Python float or int, the commonest writes: through the
+                # memoryview for float64, which stores the double numpy would (an int
+                # rounded to nearest). Its errors are not numpy's (an index out of bounds, an
+                # int past a double's range): nothing is written, and _assign raises numpy's.
+                alloc = self._alloc_if_made  # (set wherever _host_rw is: _host_view)
+                token = alloc._host_token  # type: ignore[union-attr]
+                if token is not None:
+                    try:
+                        host[key] = value  # type: ignore[assignment]  # ("d": a float too)
+                    except (IndexError, ValueError, OverflowError):
+                        pass
+                    else:
+                        if alloc._host_token is token:  # type: ignore[union-attr]
+                            return
+            elif ((type(key) is slice and key.step is None) or type(key) is int) and (
+                type(value) is float or type(value) in SCALAR_VALUES
+            ):
+                host = self._host_rw  # (read again: a layout change may clear it meanwhile)
+                alloc = self._alloc_if_made
+                token = alloc._host_token  # type: ignore[union-attr]
+                if token is not None and host is not None:
+                    host[key] = value
+                    if alloc._host_token is token:  # type: ignore[union-attr]
+                        return
         self._assign(key, value)
 
     def _assign(self, key: Any, value: Any) -> None:

@@ -109,15 +109,39 @@ class Interleaved(np.ndarray):
 
     before: Callable[[], object] | None = None
     after: Callable[[], object] | None = None
+    lock: Any = None  # (the allocation's: writes made under it are plain)
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def around(self, write: Callable[[], object]) -> None:
+        """``write()`` between the hooks, if they are still set (once: the write made again
+        under the lock is plain) and this thread does not hold the allocation's lock."""
+        if self.lock is not None and self.lock._is_owned():
+            write()
+            return
         before, after = self.before, self.after
-        self.before = self.after = None  # (once: the write made again under the lock is plain)
+        self.before = self.after = None
         if before is not None:
             before()
-        super().__setitem__(key, value)
+        write()
         if after is not None:
             after()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.around(lambda: np.ndarray.__setitem__(self, key, value))
+
+
+class _InterleavedElements:
+    """The element writes' side of an :class:`Interleaved` view: ``hooks``' hooks run
+    around a write through ``target`` (the array's memoryview or ndarray, as it is, so that
+    the write itself is the one smartarray makes)."""
+
+    def __init__(self, target: Any, hooks: Interleaved) -> None:
+        self.target, self.hooks = target, hooks
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        def write() -> None:
+            self.target[key] = value
+
+        self.hooks.around(write)
 
 
 def host_current(n: int) -> Any:
@@ -137,7 +161,9 @@ def interleave(
     """Make ``a``'s next lock-free write run ``before()`` and ``after()`` around numpy's
     write; returns the hooked view (``.before``/``.after`` are None once it ran)."""
     assert a._alloc._host_token is not None, "the next scalar write would not be lock-free"
-    hooked = a._host_scalar.view(Interleaved)
-    hooked.before, hooked.after = before, after
-    a._host_scalar = hooked  # (the view the lock-free writes go through)
+    hooked = a._host_rw.view(Interleaved)
+    hooked.before, hooked.after, hooked.lock = before, after, a._alloc.lock
+    # (what the lock-free writes go through: elements, and slices)
+    a._host_scalar = _InterleavedElements(a._host_scalar, hooked)
+    a._host_rw = hooked
     return hooked

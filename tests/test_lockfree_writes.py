@@ -11,12 +11,15 @@ numpy's write: the two points where CPython may switch threads around it (tests/
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 from helpers import run_in_threads
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inflight import host_current, interleave
 from numba import cuda
 
@@ -107,6 +110,72 @@ def test_bad_writes_raise_numpys_errors_and_change_nothing() -> None:
         b[1] = 1000  # numpy's error, before anything is written
     np.testing.assert_array_equal(np.asarray(a), ref)
     np.testing.assert_array_equal(np.asarray(b), [1, 0, 0, 0])
+
+
+_ELEMENT_DTYPES = ["<f8", ">f8", "f4", "f2", "i1", "i8", "u1", "c16", "?"]
+_ELEMENT_VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True),
+    st.sampled_from([0.0, -0.0, float("nan"), -float("nan"), 2.0**1023, 5e-324]),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([2**53 + 1, -(2**63) - 1, 2**64, 10**400, -(10**400), 255, 256, -1]),
+    st.booleans(),
+)
+
+
+def _outcome(write: Callable[[], object], target: Any) -> tuple[Any, ...]:
+    """What ``write()`` did: ``target``'s bytes and the warnings, or the error raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            write()
+        except Exception as exc:
+            error: tuple[str, str] | None = (type(exc).__name__, str(exc))
+        else:
+            error = None
+    return error, np.asarray(target).tobytes(), sorted({w.category.__name__ for w in caught})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    dtype=st.sampled_from(_ELEMENT_DTYPES),
+    key=st.one_of(st.integers(-10, 9), st.sampled_from([2**63, -(2**70)])),
+    value=_ELEMENT_VALUES,
+)
+def test_lock_free_element_writes_store_what_numpy_stores(dtype: str, key: int, value: Any) -> None:
+    # A Python float or int written into an element of a host-current array goes without the
+    # lock: for native float64 through a memoryview of the host copy, else through numpy.
+    # Either way the bytes written, the error (type and message) and the warnings are
+    # numpy's, and a refused write changes nothing.
+    start = (np.arange(8) % 2).astype(dtype)
+    a = sa.SmartArray(start.copy())
+    a[1] = start[1]
+    a[1] = start[1]  # (the host token: the next element writes are lock-free)
+    assert a._alloc._host_token is not None
+    if dtype == "<f8":
+        assert type(a._host_scalar) is memoryview  # (the path under test)
+    ref = start.copy()
+
+    def write_ref() -> None:
+        ref[key] = value
+
+    def write_a() -> None:
+        a[key] = value
+
+    assert _outcome(write_a, a) == _outcome(write_ref, ref)
+    assert a.is_valid("host") and not a.is_valid("gpu")
+
+
+def test_a_float64_view_at_an_offset_writes_its_own_elements_through_its_memoryview() -> None:
+    a = sa.SmartArray(np.zeros(8))
+    v = a[2:6]
+    v[0] = 1.0
+    v[0] = 1.0  # (the token)
+    assert type(v._host_scalar) is memoryview
+    v[1] = 2.0
+    v[-1] = 3
+    with pytest.raises(IndexError, match="index 4 is out of bounds for axis 0 with size 4"):
+        v[4] = 9.0
+    np.testing.assert_array_equal(np.asarray(a), [0, 0, 1, 2, 0, 3, 0, 0])
 
 
 def test_a_label_change_drops_the_token() -> None:
