@@ -586,10 +586,13 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                     and self._strides[0] == self._dtype.itemsize
                     and self._dtype.kind in _NUMERIC_KINDS
                 ):
-                    elements = view.data  # (a memoryview)
-                    # (format "d": a native double; numpy's buffer gives "<d" or ">d"
-                    # otherwise, which a memoryview cannot write)
-                    self._host_scalar = elements if elements.format == "d" else view
+                    self._host_scalar = view
+                    if self._dtype.char == "d":  # (no buffer for others, e.g. datetime64)
+                        elements = view.data  # (a memoryview)
+                        # (format "d": an aligned native double; numpy's buffer gives "=d",
+                        # "<d" or ">d" otherwise, which a memoryview cannot write)
+                        if elements.format == "d":
+                            self._host_scalar = elements
             else:
                 self._host_ro = view
                 if len(self._shape) == 1:
