@@ -104,8 +104,9 @@ def in_another_thread(work: Callable[[], object]) -> None:
 
 
 class Interleaved(np.ndarray):
-    """A host view whose next write runs ``before()`` and ``after()`` around numpy's: the
-    two points where CPython may switch to another thread around a lock-free write."""
+    """A host view whose next lock-free write runs ``before()`` and ``after()`` around the
+    write itself (numpy's, or the memoryview's of :class:`_InterleavedElements`): the two
+    points where CPython may switch to another thread around it."""
 
     before: Callable[[], object] | None = None
     after: Callable[[], object] | None = None
@@ -158,8 +159,8 @@ def host_current(n: int) -> Any:
 def interleave(
     a: Any, before: Callable[[], object] | None = None, after: Callable[[], object] | None = None
 ) -> Interleaved:
-    """Make ``a``'s next lock-free write run ``before()`` and ``after()`` around numpy's
-    write; returns the hooked view (``.before``/``.after`` are None once it ran)."""
+    """Make ``a``'s next lock-free write run ``before()`` and ``after()`` around the write
+    itself; returns the hooked view (``.before``/``.after`` are None once it ran)."""
     assert a._alloc._host_token is not None, "the next scalar write would not be lock-free"
     hooked = a._host_rw.view(Interleaved)
     hooked.before, hooked.after, hooked.lock = before, after, a._alloc.lock
