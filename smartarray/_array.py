@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import _thread
 import copy as _copy
-import functools
 import numbers
 import operator
 import sys
@@ -125,6 +124,28 @@ if TYPE_CHECKING:
     _OperatorsMixin: TypeAlias = _SmartArrayTyping
 else:
     _OperatorsMixin = NDArrayOperatorsMixin
+
+
+class _LayoutCached:
+    """Like ``functools.cached_property``, for a value made from an array's layout: it is
+    cached in the instance dict only if the array's layout did not change while it was made
+    (see ``SmartArray.shape``'s setter: the check and the store are call-free)."""
+
+    def __init__(self, func: Callable[[Any], Any]) -> None:
+        self.func = func
+        self.name = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __get__(self, array: Any, owner: type | None = None) -> Any:
+        if array is None:
+            return self
+        shape = array._shape
+        strides = array._strides
+        value = self.func(array)
+        entries = array.__dict__
+        if array._shape is shape and array._strides is strides:
+            entries[self.name] = value
+        return value
 
 
 class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
@@ -562,40 +583,43 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         elif alloc.host is None:
             alloc._host_buffer()
         writeable = write and self._writeable  # (a read-only array's views are all read-only)
+        # (the layout, read with no call between: see the shape setter)
+        shape = self._shape
+        strides = self._strides
         view = self._host_rw if writeable else self._host_ro
         if view is None:
             host = alloc.host
             assert host is not None
+            dtype = self._dtype
             if (
                 self._offset == 0
-                and self._shape == host.shape
-                and self._strides == host.strides
-                and self._dtype == host.dtype
+                and shape == host.shape
+                and strides == host.strides
+                and dtype == host.dtype
             ):  # the whole buffer, as it is laid out
                 view = host.view(np.ndarray)
                 if not writeable:
                     view.flags.writeable = False
             else:
-                view = _backend.strided_view(
-                    host, self._offset, self._shape, self._strides, self._dtype, writeable
-                )
+                view = _backend.strided_view(host, self._offset, shape, strides, dtype, writeable)
+            one_d = len(shape) == 1
             if writeable:
-                self._host_rw = view
-                if (
-                    len(self._shape) == 1
-                    and self._strides[0] == self._dtype.itemsize
-                    and self._dtype.kind in _NUMERIC_KINDS
-                ):
-                    self._host_scalar = view
-                    if self._dtype.char == "d":  # (no buffer for others, e.g. datetime64)
+                scalar: np.ndarray | memoryview | None = None
+                if one_d and strides[0] == dtype.itemsize and dtype.kind in _NUMERIC_KINDS:
+                    scalar = view
+                    if dtype.char == "d":  # (no buffer for others, e.g. datetime64)
                         elements = view.data  # (a memoryview)
                         # (format "d": an aligned native double; numpy's buffer gives "=d",
                         # "<d" or ">d" otherwise, which a memoryview cannot write)
                         if elements.format == "d":
-                            self._host_scalar = elements
-            else:
+                            scalar = elements
+                # (cached only for the layout it was made for; check and stores call-free)
+                if self._shape is shape and self._strides is strides:
+                    self._host_rw = view
+                    self._host_scalar = scalar
+            elif self._shape is shape and self._strides is strides:  # (as above)
                 self._host_ro = view
-                if len(self._shape) == 1:
+                if one_d:
                     self._host_1d = view
         return view
 
@@ -631,15 +655,18 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         """An ndarray with this view's layout over a fake address (never read or written)."""
         template = self._template_cache
         if template is None:
+            shape = self._shape  # (the layout, read with no call between: see shape)
+            strides = self._strides
             template = _backend.array_at(
                 _FAKE_BASE + self._offset,
-                self._shape,
-                self._strides,
+                shape,
+                strides,
                 self._dtype,
                 readonly=not self._writeable,
                 keep_alive=None,
             )
-            self._template_cache = template
+            if self._shape is shape and self._strides is strides:  # (call-free: see shape)
+                self._template_cache = template
         return template
 
     def _from_template(self, result: np.ndarray) -> SmartArray[Any, Any]:
@@ -697,15 +724,28 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             ) from None
         if template.shape == self._shape and template.strides == self._strides:
             return
+        shape = tuple(template.shape)
+        strides = tuple(template.strides)
         with self._alloc.lock:
-            # Everything cached for the old layout: host views and template (attributes),
-            # Numba types and compiled code's host views (instance-dict entries).
+            # Everything cached for the old layout goes: host views and template
+            # (attributes), Numba types and compiled code's host views (instance-dict
+            # entries). Other threads read the layout and these caches without the lock, so
+            # the new layout and the cleared attribute caches are stored by consecutive
+            # statements with no call between them: CPython (with the GIL) switches threads
+            # only at calls and backward jumps, so no thread sees one of them without the
+            # others. A thread that made a cache from the old layout stores it only if the
+            # layout it read is still the array's (the ``is`` checks before each cache
+            # store, also call-free); the instance-dict entries are dropped before and after.
+            self._drop_numba_layout_caches()
+            self._shape = shape
+            self._strides = strides
             self._host_rw = self._host_ro = self._host_1d = self._template_cache = None
             self._host_scalar = None
-            for key in _NUMBA_LAYOUT_CACHES:
-                self.__dict__.pop(key, None)
-            self._shape = tuple(template.shape)
-            self._strides = tuple(template.strides)
+            self._drop_numba_layout_caches()
+
+    def _drop_numba_layout_caches(self) -> None:
+        for key in _NUMBA_LAYOUT_CACHES:
+            self.__dict__.pop(key, None)
 
     @property
     def dtype(self) -> _DTypeT_co:
@@ -813,6 +853,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             kind = type(key)
             if kind is slice:
                 shape = self._shape
+                strides = self._strides  # (read with the shape: no call between, see shape)
                 if len(shape) != 1:
                     # (the general path below. The test is written this way round so that its
                     # jump is a short one: CPython 3.11 specialises a comparison only when a
@@ -847,7 +888,6 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                         # (``_alloc`` is stored on its first read: a store to a name the class
                         # has a descriptor for is one CPython 3.11 cannot specialise)
                         view._alloc_if_made = alloc
-                        strides = self._strides
                         view._offset = self._offset + start * strides[0]
                         view._shape = (stop - start,)
                         view._strides = strides
@@ -1455,7 +1495,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
 
     # --- CUDA hooks -------------------------------------------------------------------------
 
-    @functools.cached_property
+    @_LayoutCached
     def _numba_type_(self) -> Any:  # type: ignore[override]
         """The Numba type of this array (read by Numba's dispatchers instead of typeof)."""
         return _hooks.numba_type(self, not self._writeable)

@@ -96,11 +96,15 @@ def _jit_view(array: SmartArray, write: bool) -> np.ndarray:
     key = "_jit_rw" if write else "_jit_ro"
     view = array.__dict__.get(key)
     if view is None:
+        shape = array._shape  # (the layout, read with no call between: see the shape setter)
+        strides = array._strides
         host = array._host_view(write=write, sync=False)
         view = np.asarray(_JitHost(host, array))
         if view.dtype != host.dtype:  # structured dtypes: keep numpy's exact descriptor
             view = view.view(host.dtype)
-        array.__dict__[key] = view
+        # (cached only for the layout it was made for; check and store call-free)
+        if array._shape is shape and array._strides is strides and host.shape == shape:
+            array.__dict__[key] = view
     return view
 
 
@@ -127,8 +131,12 @@ def _jit_native(array: SmartArray, view: np.ndarray, write: bool) -> None:
         f"@PPnnP{2 * view.ndim}n",
         pointer, id(view), view.size, view.itemsize, data, *view.shape, *view.strides,
     )  # fmt: skip
-    array.__dict__[suffix + "_mi"] = meminfo
-    array.__dict__[suffix + "_native"] = native
+    # (cached only while the jit view is still the array's: see the shape setter; the
+    # check and the stores are call-free)
+    entries = array.__dict__
+    if suffix in entries and entries[suffix] is view:  # (no method call: see above)
+        entries[suffix + "_mi"] = meminfo
+        entries[suffix + "_native"] = native
 
 
 def _owner_of(host: Any) -> SmartArray | None:

@@ -170,6 +170,8 @@ def smartarray_type_of(array: SmartArray, readonly: bool) -> SmartArrayType:
     cached = array.__dict__.get(key)
     if cached is not None:
         return cached
+    shape = array._shape  # (the layout, read with no call between: see the shape setter)
+    strides = array._strides
     flags = array._template().flags
     layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
     try:
@@ -180,8 +182,11 @@ def smartarray_type_of(array: SmartArray, readonly: bool) -> SmartArrayType:
         ) from None
     # Unaligned views (a field of a packed structured array) must be typed so: compiled code
     # for an aligned type uses wide loads, which fault on a GPU at a misaligned address.
-    numba_type = SmartArrayType(dtype, array.ndim, layout, readonly, aligned=flags.aligned)
-    array.__dict__[key] = numba_type
+    numba_type = SmartArrayType(dtype, len(shape), layout, readonly, aligned=flags.aligned)
+    # (cached only for the layout it was made for; check and store call-free)
+    entries = array.__dict__
+    if array._shape is shape and array._strides is strides:
+        entries[key] = numba_type
     return numba_type
 
 

@@ -54,15 +54,20 @@ def readable_host(array: SmartArray) -> np.ndarray | None:
     copy, wait or lock; None otherwise."""
     alloc = array._alloc_if_made
     if alloc is None:
+        shape = array._shape  # (read before the buffer: see SmartArray.shape's setter)
         host = array._own_host
         if host is not None:  # no allocation yet: current on the host, nothing pending
             view = array._host_ro
             if view is None:
                 view = host.view()
                 view.flags.writeable = False
-                array._host_ro = view
-                if len(array._shape) == 1:
-                    array._host_1d = view
+                one_d = len(shape) == 1
+                # (cached only if the layout is still the one read: check and stores
+                # call-free, see SmartArray.shape's setter)
+                if array._shape is shape:
+                    array._host_ro = view
+                    if one_d:
+                        array._host_1d = view
             return view
         alloc = array._alloc
     state = alloc.state
