@@ -735,7 +735,12 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             # only at calls and backward jumps, so no thread sees one of them without the
             # others. A thread that made a cache from the old layout stores it only if the
             # layout it read is still the array's (the ``is`` checks before each cache
-            # store, also call-free); the instance-dict entries are dropped before and after.
+            # store, also call-free); the instance-dict entries are dropped before and after
+            # (dropping them makes calls: until the second drop, another thread may see the
+            # new layout with the old Numba type and jit views; compiled code refuses a jit
+            # view whose ndim is not its type's, see _numba.cpu._same_ndim and _load_native).
+            # This holds for CPython with the GIL and no Python-level tracer (sys.settrace
+            # runs Python code, and may switch threads, at every line).
             self._drop_numba_layout_caches()
             self._shape = shape
             self._strides = strides
@@ -920,6 +925,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         do not apply."""
         if kind is int or kind is tuple:  # an element of a ready host copy
             alloc = self._alloc
+            # (the host view and the layout it was made for, read with no call between:
+            # see the shape setter; only these locals are used below)
+            shape = self._shape
+            strides = self._strides
             host = self._host_ro
             state = alloc.state
             if (
@@ -928,9 +937,9 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                 and alloc._host_event is None
                 and alloc._device_event is None
                 and (
-                    len(self._shape) == 1
+                    len(shape) == 1
                     if kind is int
-                    else len(key) == len(self._shape) and all(type(i) is int for i in key)
+                    else len(key) == len(shape) and all(type(i) is int for i in key)
                 )
             ):
                 return host[key]  # numpy's own IndexError for a bad index
@@ -938,15 +947,15 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                 state is _MIXED
                 and kind is int
                 and host is not None
-                and len(self._shape) == 1
+                and len(shape) == 1
                 and self._shuffle is None
             ):
                 # An element of an array current partly on each side: read it from the host
                 # if its bytes are current there and nothing is pending (else the full path).
-                length = self._shape[0]
+                length = shape[0]
                 index = key + length if key < 0 else key
                 if 0 <= index < length:
-                    start = self._offset + index * self._strides[0]
+                    start = self._offset + index * strides[0]
                     if alloc.host_current((start, start + self._dtype.itemsize)):
                         return host[key]
             if self._shuffle is not None and kind is int:  # numpy's shuffle swapping items
@@ -1057,21 +1066,27 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                     if alloc._host_token is None:  # (the next scalar writes go lock-free)
                         alloc._host_token = object()
                     return
+                # (under the lock, which the shape setter holds: the layout and the host
+                # view read again, together, with no call between)
+                shape = self._shape
+                strides = self._strides
+                host = self._host_rw
                 if (
                     state is _MIXED
+                    and host is not None
                     and type(key) is int
                     and type(value) in SCALAR_VALUES
-                    and len(self._shape) == 1
+                    and len(shape) == 1
                     and self._dtype.kind in _NUMERIC_KINDS
                 ):
                     # An element of an array current partly on each side: only its bytes
                     # change state. The value is converted first (numpy's error, and
                     # nothing changed, if it does not fit).
-                    length = self._shape[0]
+                    length = shape[0]
                     index = key + length if key < 0 else key
                     if 0 <= index < length:
                         item = np.asarray(value, dtype=self._dtype)
-                        start = self._offset + index * self._strides[0]
+                        start = self._offset + index * strides[0]
                         extent = ((start, start + self._dtype.itemsize),)
                         alloc.overwrite_host(extent)
                         host[key] = item
@@ -1081,6 +1096,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         self._check_writeable()
         covers_all = False
         alloc = self._alloc
+        # The layout the bytes written are worked out from, read with no call between (see the
+        # shape setter, which holds the lock): checked again under the lock below.
+        shape = self._shape
+        strides = self._strides
         span = self._span()
         if _is_basic_index(key):
             target = self._template()[_view_key(key)]  # IndexError before anything is copied
@@ -1093,6 +1112,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         # fail half-way, e.g. on the second of two tuples.
         atomic = self._dtype.kind in _NUMERIC_KINDS
         with alloc.lock:
+            if self._shape is not shape or self._strides is not strides:
+                # Another thread set the shape meanwhile: start again, holding the lock (which
+                # the setter needs), so that the bytes labelled are the bytes written.
+                return self._assign(key, value)
             if (
                 alloc.is_valid("gpu", span)
                 and alloc.host_memory != "mapped"

@@ -24,7 +24,6 @@ CUDA ufuncs refuse it.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Generic, overload
 
@@ -62,8 +61,10 @@ class _Intent(_ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         self.array = array
         self.value = array
 
-    @functools.cached_property
+    @property
     def _numba_type_(self) -> Any:
+        # (not cached here: the array caches its types per layout, and drops them when its
+        # shape is set, which an intent kept across calls would not see)
         return _hooks.numba_type(self.array, self.readonly or not self.array._writeable)
 
     def to_device(self, retr: list, stream: Any = 0) -> Any:

@@ -590,11 +590,12 @@ def _unbox_smartarray(typ: SmartArrayType, obj: Any, c: Any) -> NativeValue:
                 view = pyapi.call_function_objargs(helper, [obj])
                 if nrt:
                     with builder.if_then(cgutils.is_not_null(builder, view), likely=True):
-                        unboxed = c.unbox(typ.plain_array, view)
+                        with builder.if_then(_same_ndim(c, typ, view), likely=True):
+                            unboxed = c.unbox(typ.plain_array, view)
+                            builder.store(unboxed.value, result)
+                            builder.store(unboxed.is_error, error)
                         # The meminfo made by the array unboxing holds a reference to the view.
                         pyapi.decref(view)
-                        builder.store(unboxed.value, result)
-                        builder.store(unboxed.is_error, error)
                 else:
                     builder.store(view, held)
     if nrt:
@@ -626,14 +627,47 @@ def _unbox_without_nrt(
     builder, pyapi = c.builder, c.pyapi
     view = builder.load(held)
     with builder.if_then(cgutils.is_not_null(builder, view), likely=True):
-        unboxed = c.unbox(typ.plain_array, view)
-        array = c.context.make_array(typ.plain_array)(c.context, builder, value=unboxed.value)
-        array.parent = obj
-        builder.store(array._getvalue(), result)
-        builder.store(unboxed.is_error, error)
-        with builder.if_then(unboxed.is_error, likely=False):
-            pyapi.decref(view)
-            builder.store(pyapi.get_null_object(), held)
+        same_ndim = _same_ndim(c, typ, view)
+        with builder.if_else(same_ndim, likely=True) as (same, other):
+            with same:
+                unboxed = c.unbox(typ.plain_array, view)
+                array = c.context.make_array(typ.plain_array)(
+                    c.context, builder, value=unboxed.value
+                )
+                array.parent = obj
+                builder.store(array._getvalue(), result)
+                builder.store(unboxed.is_error, error)
+                with builder.if_then(unboxed.is_error, likely=False):
+                    pyapi.decref(view)
+                    builder.store(pyapi.get_null_object(), held)
+            with other:  # (``error`` is still set)
+                pyapi.decref(view)
+                builder.store(pyapi.get_null_object(), held)
+
+
+def _same_ndim(c: Any, typ: SmartArrayType, view: Any) -> Any:
+    """Whether the jit view ``view`` (an ndarray) has the ndim of ``typ``; if not, a Python
+    error is set. Numba's array unboxing writes as many dimensions into the native struct as
+    the ndarray has: a view of another ndim would overflow it (or leave it part-filled). That
+    happens only if another thread sets the array's shape between the dispatcher's typing
+    (``_numba_type_``) and this unboxing, which makes the view (a call: the thread may switch)."""
+    builder, pyapi = c.builder, c.pyapi
+    same = cgutils.alloca_once_value(builder, cgutils.false_bit)
+    ndim = pyapi.object_getattr_string(view, "ndim")
+    with builder.if_then(cgutils.is_not_null(builder, ndim), likely=True):
+        value = pyapi.long_as_longlong(ndim)
+        pyapi.decref(ndim)
+        equal = builder.icmp_signed("==", value, ir.Constant(value.type, typ.ndim))
+        with builder.if_else(equal, likely=True) as (yes, no):
+            with yes:
+                builder.store(cgutils.true_bit, same)
+            with no:
+                pyapi.err_set_string(
+                    "PyExc_TypeError",
+                    f"smartarray: the {typ.ndim}-d array argument became another shape while "
+                    "it was passed (another thread set its .shape): call the function again",
+                )
+    return builder.load(same)
 
 
 @box(SmartArrayType)
