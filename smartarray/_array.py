@@ -979,10 +979,16 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                 view._host_ro = view._host_rw = view._host_scalar = view._host_1d = None
                 return view
         if _is_basic_index(key):
-            if _selects_scalar(key, self.ndim):
+            shape = self._shape  # (the layout, read with no call between: see shape)
+            strides = self._strides
+            if _selects_scalar(key, len(shape)):
                 element = self._template()[_view_key(key)]  # bounds check on the layout only
                 alloc = self._alloc
                 with alloc.lock:
+                    if self._shape is not shape or self._strides is not strides:
+                        # (another thread set the shape meanwhile: again, holding the lock
+                        # the setter needs, so that the bytes made current are those read)
+                        return self._index(key, kind)
                     alloc.ensure_host(None, _span_of(element, alloc)[0])  # (its bytes only)
                     return self._host_view(write=False, sync=False)[key]
             # (not a lambda: a closure over ``key`` would make every call of __getitem__,
@@ -1094,16 +1100,12 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             finally:
                 lock.release()
         self._check_writeable()
-        covers_all = False
         alloc = self._alloc
         # The layout the bytes written are worked out from, read with no call between (see the
         # shape setter, which holds the lock): checked again under the lock below.
         shape = self._shape
         strides = self._strides
-        span = self._span()
-        if _is_basic_index(key):
-            target = self._template()[_view_key(key)]  # IndexError before anything is copied
-            span, covers_all = _span_of(target, alloc)  # (the bytes written: only those)
+        span, covers_all = self._written_span(key, alloc)  # IndexError before any copy
         call = _hooks.host_call()
         host_value = _convert_text_values(call.unwrap(value), self._dtype)
         host_key = call.unwrap(key)
@@ -1113,9 +1115,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         atomic = self._dtype.kind in _NUMERIC_KINDS
         with alloc.lock:
             if self._shape is not shape or self._strides is not strides:
-                # Another thread set the shape meanwhile: start again, holding the lock (which
-                # the setter needs), so that the bytes labelled are the bytes written.
-                return self._assign(key, value)
+                # Another thread set the shape meanwhile: the bytes written worked out again,
+                # holding the lock (which the setter needs), so that the bytes labelled are
+                # the bytes written (the key and the value, converted, do not depend on it).
+                span, covers_all = self._written_span(key, alloc)
             if (
                 alloc.is_valid("gpu", span)
                 and alloc.host_memory != "mapped"
@@ -1136,6 +1139,14 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                     alloc.host_written(span)
                 raise
             alloc.host_written(span)
+
+    def _written_span(self, key: Any, alloc: Allocation) -> tuple[Extent | None, bool]:
+        """The bytes ``self[key] = ...`` writes (all of this view's for a key that is not
+        basic), and whether they are all of the allocation's; IndexError for a bad key."""
+        if _is_basic_index(key):
+            target = self._template()[_view_key(key)]
+            return _span_of(target, alloc)  # (the bytes written: only those)
+        return self._span(), False
 
     def __contains__(self, value: Any) -> bool:
         return value in self._host_view(write=False)
@@ -1250,9 +1261,13 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     def item(self, *args: Any) -> Any:
         """Copy an element to a Python scalar (``ndarray.item``); only that element's bytes
         are made current on the host."""
+        shape = self._shape  # (the layout, read with no call between: see shape)
+        strides = self._strides
         element = _element_of(self._template(), args)  # numpy's IndexError before any copy
         alloc = self._alloc
         with alloc.lock:
+            if self._shape is not shape or self._strides is not strides:
+                return self.item(*args)  # (another thread set the shape: as in _index)
             if element is not None:
                 alloc.ensure_host(None, _span_of(element, alloc)[0])
                 return self._host_view(write=False, sync=False).item(*args)
@@ -1381,17 +1396,19 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         # reshape(-1), which also gives views of some non-contiguous layouts.
         if order not in ("C", "F", "A", "K"):
             raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+        # (one layout throughout, the template's: another thread may set the shape)
         template = self._template()
         flags = template.flags
         if order == "K":
             # Memory order: axes by decreasing stride (stable, so ties keep C order).
-            axes = sorted(range(self.ndim), key=lambda i: -self._strides[i])
+            strides = template.strides
+            axes = sorted(range(template.ndim), key=lambda i: -strides[i])
             if template.transpose(axes).flags.c_contiguous:
-                return self._apply_view(lambda t: t.transpose(axes).reshape(-1))
+                return self._from_template(template.transpose(axes).reshape(-1))
         elif order == "A":
             order = "F" if flags.f_contiguous and not flags.c_contiguous else "C"
         if (order == "C" and flags.c_contiguous) or (order == "F" and flags.f_contiguous):
-            return self._apply_view(lambda t: t.reshape(-1, order=order))  # type: ignore[call-overload]
+            return self._from_template(template.reshape(-1, order=order))  # type: ignore[call-overload]
         return _hooks.call_on_host(lambda a: a.ravel(order), (self,), {})
 
     def flatten(self, order: str = "C") -> SmartArray[tuple[int], _DTypeT_co]:

@@ -363,3 +363,70 @@ def test_every_switch_point_of_an_element_write_gives_one_layout(value):
         _check_caches(array, data=False)
 
     assert _at_each_call(None, scenario, check) > 0
+
+
+# --- Reads of data current on the device only (the host copy stale) -----------------------
+
+_DEVICE_DATA = np.arange(16.0) + 100.0  # (the host copy keeps np.arange(16.0): stale)
+
+_DEVICE_READS = {
+    # operation: (run, shape before, shape set meanwhile, the results either layout gives
+    # from the current data)
+    "a[1, 1]": (lambda a: a[1, 1], (4, 4), (2, 8), lambda data: (data[5], data[9])),
+    "a.item(1, 1)": (lambda a: a.item(1, 1), (4, 4), (2, 8), lambda data: (data[5], data[9])),
+    "a[1]": (lambda a: np.asarray(a[1]).copy(), (16,), (4, 4), lambda d: (d[1], d[4:8])),
+    "a[(1,)]": (lambda a: np.asarray(a[(1,)]).copy(), (16,), (4, 4), lambda d: (d[1], d[4:8])),
+    "a.ravel('K')": (lambda a: np.asarray(a.ravel("K")).copy(), (4, 4), (2, 8), lambda d: (d,)),
+}
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("state", ["DEVICE", "MIXED"])
+@pytest.mark.parametrize("operation", sorted(_DEVICE_READS))
+def test_every_switch_point_of_a_read_of_device_data_gives_one_layout(operation, state):
+    run, before, after, expected = _DEVICE_READS[operation]
+    data = _DEVICE_DATA.copy()
+    if state == "MIXED":  # elements 0-7 current on the device only, 8-15 on both sides
+        data[8:] = np.arange(8.0, 16.0)
+
+    def scenario():
+        array = SmartArray(np.arange(16.0).reshape(before))
+        array.get("gpu").copy_to_device(data.reshape(before))
+        if state == "DEVICE":
+            array.mark_changed("gpu")
+        else:
+            array.ravel()[:8].mark_changed("gpu")
+        assert array._alloc.state.name == state
+        return array, after, lambda: run(array)
+
+    def check(array, result):
+        _either(np.asarray(result), *(np.asarray(option) for option in expected(data)))
+
+    assert _at_each_call(None, scenario, check) > 0
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [
+        lambda x, y: np.add(x, 1.0, out=y),  # (array_ufunc)
+        lambda x, y: np.copyto(y, x),  # (call_on_host, through __array_function__)
+    ],
+    ids=["ufunc out=", "copyto"],
+)
+def test_two_threads_writing_each_others_inputs_do_not_deadlock(fast_switching, operation):
+    a = SmartArray(np.zeros(4))
+    b = SmartArray(np.zeros(4))
+
+    def loop(x, y):
+        for _ in range(3000):
+            operation(x, y)
+
+    threads = [
+        threading.Thread(target=loop, args=(a, b), daemon=True),
+        threading.Thread(target=loop, args=(b, a), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads), "deadlock"

@@ -57,7 +57,9 @@ from .._core import backend as _backend
 def sizeof(array: SmartArray) -> int:
     """Bytes of ``array``'s elements, counted once (broadcast axes once, like dask's ndarray
     sizeof), whichever of the host and device copies are current."""
-    shape = [1 if stride == 0 else n for n, stride in zip(array.shape, array.strides, strict=True)]
+    # (the layout read with no call between: another thread may set the shape)
+    layout = zip(array._shape, array._strides, strict=True)
+    shape = [1 if stride == 0 else n for n, stride in layout]
     return int(np.prod(shape, dtype=np.int64)) * array.itemsize
 
 
@@ -148,12 +150,12 @@ def cuda_serialize(array: SmartArray) -> tuple[dict, list]:
         frame = _backend.device_view(
             device, array._offset, (array.nbytes,), (1,), np.dtype(np.uint8)
         )
-    header = {
-        "shape": list(array.shape),
-        "strides": list(array.strides),
-        "dtype": pickle.dumps(array.dtype),
-        "writeable": array._writeable,
-    }
+        header = {  # (the layout read under the lock: the shape setter holds it)
+            "shape": list(array._shape),
+            "strides": list(array._strides),
+            "dtype": pickle.dumps(array.dtype),
+            "writeable": array._writeable,
+        }
     return header, [frame]
 
 

@@ -82,16 +82,30 @@ class _Call:
             for item in obj:
                 self.check_writeable(item)
 
-    def lock_targets(self) -> None:
+    def lock_targets(self, *arguments: Any) -> None:
         """Hold the locks of every written allocation from the copy-in to the flag update.
 
-        Taken in one global order (by id), so two calls writing the same arrays in different
-        orders cannot deadlock; released by :meth:`finish`.
+        With a written allocation, those of the SmartArrays among ``arguments`` (the inputs,
+        also in lists and tuples) are held too, since unwrapping an input takes its lock:
+        all are taken in one global order (by id), so two calls writing the same arrays in
+        different orders (``np.add(a, 1, out=b)`` and ``np.add(b, 1, out=a)`` in two threads)
+        cannot deadlock; released by :meth:`finish`.
         """
-        for key in sorted(self._targets):
-            lock = self._targets[key].lock
+        if not self._targets:
+            return
+        allocations = dict(self._targets)
+        self._add_allocations(arguments, allocations)
+        for key in sorted(allocations):
+            lock = allocations[key].lock
             lock.acquire()
             self._locked.append(lock)
+
+    def _add_allocations(self, value: Any, allocations: dict[int, Any]) -> None:
+        if isinstance(value, self.SmartArray):
+            allocations[id(value._alloc)] = value._alloc
+        elif type(value) in (list, tuple):
+            for item in value:
+                self._add_allocations(item, allocations)
 
     def unwrap(self, obj: Any, *, write: bool = False) -> Any:
         if isinstance(obj, self.SmartArray):
@@ -184,7 +198,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
         call.check_writeable(inputs[0])
     _check_before_fetching_outputs(ufunc, method, inputs, out, kwargs)
     error: BaseException | None = None
-    call.lock_targets()
+    call.lock_targets(inputs, kwargs.get("where"))
     try:
         if method == "at":
             host_inputs = (
@@ -565,7 +579,7 @@ def call_on_host(
         call.check_writeable(args[0])
     call.check_writeable(kwargs.get("out"))
     error: BaseException | None = None
-    call.lock_targets()
+    call.lock_targets(args, tuple(kwargs.values()))
     try:
         host_args = [call.unwrap(a, write=writes_first and i == 0) for i, a in enumerate(args)]
         host_kwargs = {k: call.unwrap(v, write=(k == "out")) for k, v in kwargs.items()}
