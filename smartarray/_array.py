@@ -1107,8 +1107,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         strides = self._strides
         span, covers_all = self._written_span(key, alloc)  # IndexError before any copy
         call = _hooks.host_call()
-        host_value = _convert_text_values(call.unwrap(value), self._dtype)
-        host_key = call.unwrap(key)
+        # (array-likes other than SmartArrays and ndarrays converted here, holding no lock: see
+        # _Call.operands)
+        host_value = _convert_text_values(call.unwrap(call.operands(value)), self._dtype)
+        host_key = call.unwrap(call.operands(key))
         # Numeric targets: with text converted above, numpy's assignment either fails before
         # writing (bad index, shape or scalar) or succeeds. Other dtypes (structured…) may
         # fail half-way, e.g. on the second of two tuples.

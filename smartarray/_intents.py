@@ -61,6 +61,11 @@ class _Intent(_ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         self.array = array
         self.value = array
 
+    def _as_operand(self) -> SmartArray[_ShapeT_co, _DTypeT_co]:
+        """What a numpy call reads for this intent given as an operand where no intent
+        protocol applies (nested in a list, a value assigned): its SmartArray."""
+        return self.array
+
     @property
     def _numba_type_(self) -> Any:
         # (not cached here: the array caches its types per layout, and drops them when its

@@ -156,6 +156,16 @@ class FlatIterator:
             flat.flags.writeable = False  # numpy's flatiter gives a read-only copy too
         return flat
 
+    def _as_operand(self) -> Any:
+        """What a numpy call reads for ``a.flat`` given as an operand (``np.copyto(b, a.flat)``,
+        ``b[:] = a.flat``): for a C-contiguous ``a`` the SmartArray view ``a.reshape(-1)`` (the
+        memory ``np.asarray(a.flat)`` shares; a result that is a view of it stays a view of
+        ``a``), else the read-only copy ``np.asarray(a.flat)`` gives."""
+        array = self._array
+        if array.flags.c_contiguous:
+            return array.reshape(-1)
+        return self.__array__()
+
     def _compare(self, other: Any, operation: Callable[[Any, Any], Any]) -> Any:
         return operation(self._array.ravel(), other)
 

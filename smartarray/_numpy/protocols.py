@@ -67,7 +67,9 @@ class _Call:
         self.out_views: dict[int, Any] = {}
         self._keep: list[Any] = []  # keeps the objects behind out_views' ids alive
         self._targets: dict[int, Any] = {}  # allocations this call may write
-        self._locked: list[Any] = []
+        self._inputs: dict[int, Any] = {}  # allocations of the SmartArrays read
+        self._locked: list[Any] = []  # the targets' locks, held until finish()
+        self._input_locks: list[Any] = []  # the other inputs', held until release_inputs()
         # The caller's own ndarrays among the arguments: a result sharing their memory (e.g.
         # np.atleast_1d(a, nd)[1], np.broadcast_arrays) is copied, never wrapped, since a
         # SmartArray cannot see writes made through them.
@@ -75,58 +77,90 @@ class _Call:
 
     def check_writeable(self, obj: Any) -> None:
         """Refuse a read-only SmartArray target before any argument is unwrapped (or copied)."""
+        _each(obj, self._check_target)
+
+    def _check_target(self, obj: Any) -> Any:
         if isinstance(obj, self.SmartArray):
             obj._check_writeable()
             self._targets[id(obj._alloc)] = obj._alloc
-        elif type(obj) in (list, tuple):
-            for item in obj:
-                self.check_writeable(item)
+        return obj
 
-    def lock_targets(self, *arguments: Any) -> None:
-        """Hold the locks of every written allocation from the copy-in to the flag update.
-
-        With a written allocation, those of the SmartArrays among ``arguments`` (the inputs,
-        also in lists and tuples) are held too, since unwrapping an input takes its lock:
-        all are taken in one global order (by id), so two calls writing the same arrays in
-        different orders (``np.add(a, 1, out=b)`` and ``np.add(b, 1, out=a)`` in two threads)
-        cannot deadlock; released by :meth:`finish`.
+    def operands(self, value: Any) -> Any:
+        """``value`` (an input, or a list or tuple of them, as passed) as this call reads it,
+        with no lock held: SmartArrays as they are (noted, for :meth:`lock_targets`), and
+        every other array-like that is not an ndarray converted now, as numpy would convert
+        it inside the call: an intent is its SmartArray, ``a.flat`` of a C-contiguous ``a``
+        is ``a.reshape(-1)`` (the view numpy reads), and any other ``__array__`` object
+        (``a.flat`` of any other ``a``, a user's wrapper) is given to numpy's
+        ``asanyarray``. (Converted inside the call, a wrapper of a SmartArray would take that
+        array's lock while this call holds its targets': out of order, and a deadlock
+        against a call holding the two the other way round.)
         """
-        if not self._targets:
+        return _each(value, self._operand)
+
+    def _operand(self, obj: Any) -> Any:
+        if isinstance(obj, self.SmartArray):
+            self._inputs[id(obj._alloc)] = obj._alloc
+            return obj
+        kind = type(obj)
+        look_through = getattr(kind, "_as_operand", None)
+        if look_through is not None:  # (the intents, FlatIterator)
+            return self._operand(look_through(obj))
+        if getattr(kind, "__array__", None) is not None and not issubclass(
+            kind, (np.ndarray, np.generic)
+        ):
+            return np.asanyarray(obj)
+        return obj
+
+    def lock_targets(self) -> None:
+        """Take the locks of every written allocation, held from the copy-in to the flag
+        update (released by :meth:`finish`), and of the inputs (from :meth:`operands`), held
+        while they are unwrapped (released by :meth:`release_inputs`).
+
+        All are taken in one global order (by id): unwrapping an input takes its lock, so two
+        calls writing each other's inputs (``np.add(a, 1, out=b)`` and ``np.add(b, 1,
+        out=a)`` in two threads) would deadlock if a call took the locks of its targets
+        first and then, one by one, its inputs'.
+        """
+        targets = self._targets
+        if not targets:
             return
-        allocations = dict(self._targets)
-        self._add_allocations(arguments, allocations)
+        allocations = {**self._inputs, **targets}
         for key in sorted(allocations):
             lock = allocations[key].lock
             lock.acquire()
-            self._locked.append(lock)
+            (self._locked if key in targets else self._input_locks).append(lock)
 
-    def _add_allocations(self, value: Any, allocations: dict[int, Any]) -> None:
-        if isinstance(value, self.SmartArray):
-            allocations[id(value._alloc)] = value._alloc
-        elif type(value) in (list, tuple):
-            for item in value:
-                self._add_allocations(item, allocations)
+    def release_inputs(self) -> None:
+        """Release the locks of the allocations only read, once the inputs are unwrapped
+        (their host views made current), so that numpy runs holding only its targets' locks:
+        other threads may read (or evict) its inputs meanwhile."""
+        while self._input_locks:
+            self._input_locks.pop().release()
 
     def unwrap(self, obj: Any, *, write: bool = False) -> Any:
+        return _each(obj, self._unwrap_written if write else self._unwrap_read)
+
+    def _unwrap_read(self, obj: Any) -> Any:
         if isinstance(obj, self.SmartArray):
             self.arrays.append(obj)
-            if write:
-                obj._check_writeable()
-                view = obj._host_view(write=True)  # may raise: then nothing was written
-                self.written.append(obj)
-                self.out_views[id(view)] = obj
-                self._keep.append(view)
-                return view
             return obj._host_view(write=False)
         if isinstance(obj, np.ndarray):
-            if write:
-                self.out_views[id(obj)] = obj
-                self._keep.append(obj)
-            else:
-                self.foreign.append(obj)
-            return obj
-        if type(obj) in (list, tuple):
-            return type(obj)(self.unwrap(item, write=write) for item in obj)
+            self.foreign.append(obj)
+        return obj
+
+    def _unwrap_written(self, obj: Any) -> Any:
+        if isinstance(obj, self.SmartArray):
+            self.arrays.append(obj)
+            obj._check_writeable()
+            view = obj._host_view(write=True)  # may raise: then nothing was written
+            self.written.append(obj)
+            self.out_views[id(view)] = obj
+            self._keep.append(view)
+            return view
+        if isinstance(obj, np.ndarray):
+            self.out_views[id(obj)] = obj
+            self._keep.append(obj)
         return obj
 
     def finish(self, error: BaseException | None = None) -> None:
@@ -142,6 +176,7 @@ class _Call:
             for array in self.written:
                 array._alloc.host_written(array._span())
         finally:
+            self.release_inputs()
             while self._locked:
                 self._locked.pop().release()
 
@@ -158,6 +193,14 @@ class _Call:
             # numpy's named results (np.linalg.eigh, svd, qr, slogdet...)
             return type(result)(*(self.wrap(item) for item in result))
         return result
+
+
+def _each(value: Any, visit: Callable[[Any], Any]) -> Any:
+    """``value`` with ``visit`` applied to it, or to each item of a list or tuple (also
+    nested), rebuilt with the results."""
+    if type(value) in (list, tuple):
+        return type(value)(_each(item, visit) for item in value)
+    return visit(value)
 
 
 def _raised_before_writing(error: BaseException) -> bool:
@@ -197,8 +240,11 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
     if method == "at" and inputs:
         call.check_writeable(inputs[0])
     _check_before_fetching_outputs(ufunc, method, inputs, out, kwargs)
+    inputs = call.operands(inputs)
+    if "where" in kwargs:
+        kwargs["where"] = call.operands(kwargs["where"])
     error: BaseException | None = None
-    call.lock_targets(inputs, kwargs.get("where"))
+    call.lock_targets()
     try:
         if method == "at":
             host_inputs = (
@@ -212,6 +258,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
             kwargs = dict(kwargs, out=_foreign_out(ufunc, host_out))
         if "where" in kwargs:
             kwargs["where"] = call.unwrap(kwargs["where"])
+        call.release_inputs()
         result = getattr(ufunc, method)(*host_inputs, **kwargs)
     except BaseException as exc:
         error = exc
@@ -578,11 +625,15 @@ def call_on_host(
     if writes_first and args:
         call.check_writeable(args[0])
     call.check_writeable(kwargs.get("out"))
+    first = 1 if writes_first else 0  # (a target is not an operand: it stays as passed)
+    args = (*args[:first], *(call.operands(a) for a in args[first:]))
+    kwargs = {k: v if k == "out" else call.operands(v) for k, v in kwargs.items()}
     error: BaseException | None = None
-    call.lock_targets(args, tuple(kwargs.values()))
+    call.lock_targets()
     try:
         host_args = [call.unwrap(a, write=writes_first and i == 0) for i, a in enumerate(args)]
         host_kwargs = {k: call.unwrap(v, write=(k == "out")) for k, v in kwargs.items()}
+        call.release_inputs()
         result = func(*host_args, **host_kwargs)
     except BaseException as exc:
         error = exc

@@ -1,0 +1,219 @@
+"""The order in which numpy calls take allocation locks (review 3 of the lock-order change).
+
+A numpy call that writes SmartArrays holds their locks from the copy-in to the flag update,
+and takes its inputs' locks too, all in one order (by id), while it unwraps them. Nothing may
+take another SmartArray's lock while the targets' are held: an input given as a wrapper
+(``a.flat``, an intent in a setitem, a user's ``__array__`` object), converted by numpy inside
+the call, used to take its array's lock then, out of order, and deadlocked against a call
+holding the two locks the other way round. Inputs' locks are released before numpy runs, so
+other threads can read (or evict) them meanwhile.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from smartarray import In, SmartArray
+from smartarray._numpy import protocols
+
+
+@pytest.fixture
+def fast_switching():
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # thread switches as often as CPython allows
+    yield
+    sys.setswitchinterval(old)
+
+
+def _ordered_pair() -> tuple[SmartArray, SmartArray]:
+    """Two arrays, the first with the lower allocation id (its lock is taken first)."""
+    a = SmartArray(np.arange(64.0))
+    b = SmartArray(np.arange(64.0) * 2)
+    return (a, b) if id(a._alloc) < id(b._alloc) else (b, a)
+
+
+class _Wrapper:
+    """A user's array-like over a SmartArray, noting the locks its thread held when numpy
+    converted it."""
+
+    def __init__(self, array: SmartArray, watched: list[SmartArray]) -> None:
+        self.array = array
+        self.watched = watched
+        self.held: list[bool] = []
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        self.held.append(any(w._alloc.lock._is_owned() for w in self.watched))
+        return np.asarray(self.array)
+
+
+def _setitem(w: SmartArray, x: Any) -> None:
+    w[:] = x
+
+
+def _flat_setitem(w: SmartArray, x: Any) -> None:
+    w.flat[:] = x
+
+
+_WRITES: dict[str, Callable[[SmartArray, Any], Any]] = {
+    "np.copyto(w, x)": lambda w, x: np.copyto(w, x),
+    "w[:] = x": _setitem,
+    "w.flat[:] = x": _flat_setitem,
+    "np.add(x, 0, out=w)": lambda w, x: np.add(x, 0.0, out=w),
+    "np.add(1, 2, out=w, where=x)": lambda w, x: np.add(1.0, 2.0, out=w, where=x),
+    "np.add.at(w, range(64), x)": lambda w, x: np.add.at(w, range(64), x),
+    "np.concatenate([x], out=w)": lambda w, x: np.concatenate([x], out=w),
+    "w.put(range(64), x)": lambda w, x: w.put(range(64), x),
+    "np.clip(x, 0, 1, out=w)": lambda w, x: np.clip(x, 0.0, 1.0, out=w),
+}
+
+
+@pytest.mark.parametrize("write", sorted(_WRITES))
+def test_a_wrapped_input_is_converted_holding_no_lock(write):
+    r, w = _ordered_pair()
+    if write == "np.add(1, 2, out=w, where=x)":  # (a mask)
+        r = SmartArray(np.arange(64) % 3 == 0)
+    wrapper = _Wrapper(r, [r, w])
+    expected = np.asarray(w).copy()
+    _WRITES[write](expected, np.asarray(r))  # (numpy's result)
+    _WRITES[write](w, wrapper)
+    assert wrapper.held and not any(wrapper.held), "converted holding a SmartArray's lock"
+    np.testing.assert_array_equal(np.asarray(w), expected)
+    assert not w._alloc.lock._is_owned() and not r._alloc.lock._is_owned()
+
+
+def test_a_flat_input_of_a_contiguous_array_is_read_as_its_view():
+    r, s = _ordered_pair()
+    first, second = np.atleast_1d(r.flat, s)
+    # (numpy's: the first result is a view of r; not a new array over r's memory)
+    assert first._alloc is r._alloc and second._alloc is s._alloc
+    r[0] = -1.0
+    assert first[0] == -1.0
+
+
+def test_a_flat_input_of_a_strided_array_is_its_copy():
+    base = SmartArray(np.arange(16.0).reshape(4, 4))
+    target = SmartArray(np.zeros(8))
+    np.copyto(target, base[:, ::2].flat)
+    np.testing.assert_array_equal(np.asarray(target), np.arange(16.0).reshape(4, 4)[:, ::2].ravel())
+    np.testing.assert_array_equal(np.asarray(base), np.arange(16.0).reshape(4, 4))
+
+
+def test_an_intent_nested_in_a_list_is_read_as_its_array():
+    r, w = _ordered_pair()
+    out = SmartArray(np.zeros(128))
+    np.concatenate([In(r), w], out=out)
+    np.testing.assert_array_equal(np.asarray(out), np.concatenate([np.asarray(r), np.asarray(w)]))
+    w[:] = In(r)
+    np.testing.assert_array_equal(np.asarray(w), np.asarray(r))
+
+
+def test_numpy_runs_holding_its_targets_locks_only():
+    r, w = _ordered_pair()
+    seen: list[tuple[bool, bool]] = []
+
+    def read(x: float, y: float) -> float:
+        seen.append((r._alloc.lock._is_owned(), target._alloc.lock._is_owned()))
+        return x + y
+
+    target = SmartArray(np.zeros(64, dtype=object))
+    np.frompyfunc(read, 2, 1)(r, w, out=target)  # (a ufunc: __array_ufunc__)
+    assert seen and set(seen) == {(False, True)}
+
+    seen.clear()
+
+    def copy(host_target: np.ndarray, host_input: np.ndarray) -> None:
+        seen.append((r._alloc.lock._is_owned(), target._alloc.lock._is_owned()))
+        host_target[...] = host_input
+
+    protocols.call_on_host(copy, (target, r), {}, writes_first=True)  # (__array_function__)
+    assert seen == [(False, True)]
+    np.testing.assert_array_equal(np.asarray(target).astype(float), np.asarray(r))
+
+
+def test_a_reader_of_an_input_does_not_wait_for_the_call():
+    r = SmartArray(np.arange(64.0))
+    target = SmartArray(np.zeros(64, dtype=object))
+    inside = threading.Event()
+    release = threading.Event()
+
+    def slow(x: float) -> float:
+        inside.set()
+        release.wait(10)
+        return x
+
+    caller = threading.Thread(target=lambda: np.frompyfunc(slow, 1, 1)(r, out=target))
+    caller.start()
+    try:
+        assert inside.wait(10)
+        started = time.monotonic()
+        assert r._alloc.lock.acquire(timeout=5), "the input's lock is held during the call"
+        r._alloc.lock.release()
+        assert time.monotonic() - started < 5
+        assert not target._alloc.lock.acquire(blocking=False)  # (the target's is held)
+    finally:
+        release.set()
+        caller.join(10)
+    assert not caller.is_alive()
+
+
+def _flat_copyto(r: SmartArray, w: SmartArray) -> None:
+    np.copyto(w, r.flat)
+
+
+def _copyto(r: SmartArray, w: SmartArray) -> None:
+    np.copyto(w, r)
+
+
+def _flat_setitem_of(r: SmartArray, w: SmartArray) -> None:
+    w[:] = r.flat
+
+
+def _intent_setitem_of(r: SmartArray, w: SmartArray) -> None:
+    w[:] = In(r)
+
+
+def _add_out(r: SmartArray, w: SmartArray) -> None:
+    np.add(r, 0.0, out=w)
+
+
+def _flat_add_out(r: SmartArray, w: SmartArray) -> None:
+    np.add(r.flat, 0.0, out=w)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (_flat_copyto, _copyto),
+        (_flat_setitem_of, _add_out),
+        (_intent_setitem_of, _add_out),
+        (_flat_add_out, _copyto),
+    ],
+    ids=[
+        "copyto flat / copyto",
+        "w[:] = r.flat / add out=",
+        "w[:] = In(r) / add out=",
+        "add(r.flat) out= / copyto",
+    ],
+)
+def test_wrapped_inputs_do_not_deadlock(fast_switching, first, second):
+    r, w = _ordered_pair()  # (r's lock first in the global order)
+    stop = time.monotonic() + 1.0
+
+    def loop(operation: Callable[[SmartArray, SmartArray], None]) -> None:
+        while time.monotonic() < stop:
+            operation(r, w)
+
+    threads = [threading.Thread(target=loop, args=(op,), daemon=True) for op in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads), "deadlock"
+    np.testing.assert_array_equal(np.asarray(w), np.asarray(r))
