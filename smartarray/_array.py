@@ -1099,17 +1099,19 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                         return
             finally:
                 lock.release()
-        self._check_writeable()
+        call = _hooks.host_call()
+        call.check_writeable(self)  # (refused first if read-only; noted as the call's target)
         alloc = self._alloc
         # The layout the bytes written are worked out from, read with no call between (see the
         # shape setter, which holds the lock): checked again under the lock below.
         shape = self._shape
         strides = self._strides
         span, covers_all = self._written_span(key, alloc)  # IndexError before any copy
-        call = _hooks.host_call()
-        # (array-likes other than SmartArrays and ndarrays converted here, holding no lock: see
-        # _Call.operands)
-        host_value = _convert_text_values(call.unwrap(call.operands(value)), self._dtype)
+        # (wrappers of SmartArrays read through here, holding no lock: see _Call.operands;
+        # an object array stores a value as it is, as numpy's does)
+        if not self._dtype.hasobject:
+            value = call.operands(value)
+        host_value = _convert_text_values(call.unwrap(value), self._dtype)
         host_key = call.unwrap(call.operands(key))
         # Numeric targets: with text converted above, numpy's assignment either fails before
         # writing (bad index, shape or scalar) or succeeds. Other dtypes (structured…) may

@@ -39,18 +39,8 @@ def _ordered_pair() -> tuple[SmartArray, SmartArray]:
     return (a, b) if id(a._alloc) < id(b._alloc) else (b, a)
 
 
-class _Wrapper:
-    """A user's array-like over a SmartArray, noting the locks its thread held when numpy
-    converted it."""
-
-    def __init__(self, array: SmartArray, watched: list[SmartArray]) -> None:
-        self.array = array
-        self.watched = watched
-        self.held: list[bool] = []
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        self.held.append(any(w._alloc.lock._is_owned() for w in self.watched))
-        return np.asarray(self.array)
+class _List(list):
+    """A user's list subclass (numpy reads it as a list)."""
 
 
 def _setitem(w: SmartArray, x: Any) -> None:
@@ -66,26 +56,91 @@ _WRITES: dict[str, Callable[[SmartArray, Any], Any]] = {
     "w[:] = x": _setitem,
     "w.flat[:] = x": _flat_setitem,
     "np.add(x, 0, out=w)": lambda w, x: np.add(x, 0.0, out=w),
-    "np.add(1, 2, out=w, where=x)": lambda w, x: np.add(1.0, 2.0, out=w, where=x),
     "np.add.at(w, range(64), x)": lambda w, x: np.add.at(w, range(64), x),
     "np.concatenate([x], out=w)": lambda w, x: np.concatenate([x], out=w),
     "w.put(range(64), x)": lambda w, x: w.put(range(64), x),
     "np.clip(x, 0, 1, out=w)": lambda w, x: np.clip(x, 0.0, 1.0, out=w),
 }
 
+# What wraps the input array ``r`` (128 elements; its first 64 read, or every second one).
+_WRAPPED: dict[str, Callable[[Any], Any]] = {
+    "r[:64]": lambda r: r[:64],
+    "r[:64].flat": lambda r: r[:64].flat,
+    "r[::2].flat": lambda r: r[::2].flat,  # (not contiguous: read as its copy)
+    "In(r[:64])": lambda r: In(r[:64]),
+}
 
+
+@pytest.fixture
+def conversions(monkeypatch):
+    """Whether a watched lock was held each time a SmartArray or its ``flat`` was converted
+    by ``__array__``."""
+    from smartarray._numpy.flatiter import FlatIterator
+
+    watched: list[SmartArray] = []
+    held: list[bool] = []
+    for cls in (SmartArray, FlatIterator):
+        original = cls.__array__
+
+        def record(self, *args, _original=original, **kwargs):
+            held.append(any(w._alloc.lock._is_owned() for w in watched))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__array__", record)
+    return watched, held
+
+
+@pytest.mark.parametrize("wrapped", sorted(_WRAPPED))
 @pytest.mark.parametrize("write", sorted(_WRITES))
-def test_a_wrapped_input_is_converted_holding_no_lock(write):
-    r, w = _ordered_pair()
-    if write == "np.add(1, 2, out=w, where=x)":  # (a mask)
-        r = SmartArray(np.arange(64) % 3 == 0)
-    wrapper = _Wrapper(r, [r, w])
+def test_a_wrapped_input_is_read_holding_no_other_lock(conversions, write, wrapped):
+    watched, held = conversions
+    r = SmartArray(np.arange(128.0) / 128)
+    w = SmartArray(np.arange(64.0) * 2)
+    watched.append(w)
     expected = np.asarray(w).copy()
-    _WRITES[write](expected, np.asarray(r))  # (numpy's result)
-    _WRITES[write](w, wrapper)
-    assert wrapper.held and not any(wrapper.held), "converted holding a SmartArray's lock"
+    _WRITES[write](expected, np.array(_WRAPPED[wrapped](r)))  # (numpy's result, same values)
+    held.clear()
+    _WRITES[write](w, _WRAPPED[wrapped](r))
+    assert not any(held), "an input converted while the target's lock was held"
     np.testing.assert_array_equal(np.asarray(w), expected)
     assert not w._alloc.lock._is_owned() and not r._alloc.lock._is_owned()
+
+
+def test_a_list_subclass_of_arrays_is_read_holding_no_other_lock(conversions):
+    watched, held = conversions
+    r, w = _ordered_pair()
+    watched.append(w)
+    np.copyto(w, _List([r]))
+    w.reshape(1, 64)[:] = _List([r * 2])
+    np.add(_List([r]), 1.0, out=w.reshape(1, 64))
+    np.testing.assert_array_equal(np.asarray(w), np.asarray(r) + 1.0)
+    assert not any(held)
+
+
+def test_an_object_array_stores_a_wrapper_as_it_is():
+    r = SmartArray(np.arange(4.0))
+    w = SmartArray(np.empty(3, dtype=object))
+    flat, intent = r.flat, In(r)
+    w[0] = flat
+    w[1] = intent
+    assert w[0] is flat and w[1] is intent  # (numpy stores the objects themselves)
+
+
+def test_a_user_array_like_is_converted_by_numpy_with_the_dtype_it_asks():
+    class Precise:  # float32 unless asked for a dtype, as numpy's setitem and put do
+        def __array__(self, dtype=None, copy=None):
+            return np.full(4, 1 / 3, dtype=dtype or np.float32)
+
+    for write in (
+        lambda w: w.__setitem__(slice(None), Precise()),
+        lambda w: np.put(w, range(4), Precise()),
+        lambda w: np.copyto(w, Precise()),
+    ):
+        expected = np.zeros(4)
+        write(expected)
+        w = SmartArray(np.zeros(4))
+        write(w)
+        np.testing.assert_array_equal(np.asarray(w), expected)
 
 
 def test_a_flat_input_of_a_contiguous_array_is_read_as_its_view():

@@ -335,6 +335,32 @@ def test_a_positional_out_is_written_and_marked_changed(call: object, expected: 
     assert out.location == "host"
 
 
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (lambda src, out: src.clip(0.0, 1.0, out), [0.0, 0.5, 1.0, 0.25]),
+        (lambda src, out: src.round(1, out), [-1.0, 0.5, 2.0, 0.2]),
+        (lambda src, out: src.cumsum(0, None, out), [-1.0, -0.5, 1.5, 1.75]),
+        (lambda src, out: src.take([3, 2, 1, 0], None, out), [0.25, 2.0, 0.5, -1.0]),
+        (lambda src, out: src.take([3, 2, 1, 0], None, out, "clip"), [0.25, 2.0, 0.5, -1.0]),
+    ],
+)
+def test_a_positional_out_of_a_method_is_written_and_marked_changed(
+    call: object, expected: list
+) -> None:
+    """``a.clip(lo, hi, out)``, ``a.take(i, None, out)`` (ndarray's signatures): they raised
+    'output array is read-only' (the output was unwrapped as an input)."""
+    src = sa.SmartArray(np.array([-1.0, 0.5, 2.0, 0.25]))
+    out = sa.SmartArray(np.full(4, 9.0))
+    if DEVICE:
+        out.to_gpu()  # current on both sides: the write must make the device copy stale
+    result = call(src, out)  # type: ignore[operator]
+    assert result is out
+    np.testing.assert_array_equal(np.asarray(out), expected)
+    np.testing.assert_array_equal(call(np.asarray(src), np.full(4, 9.0)), expected)  # numpy's
+    assert out.location == "host"
+
+
 def test_intents_as_a_positional_out() -> None:
     x = sa.SmartArray(np.arange(5.0))
     y = sa.zeros(5)

@@ -124,9 +124,10 @@ class _Arguments:
 
 def host_arguments(values: Any, seen: _Arguments) -> Any:
     """``values`` (a tuple or list of arguments) with SmartArrays replaced by their host
-    views, or ``FALLBACK`` if one of them is not readable now or is an array-like the full
-    path converts (:meth:`~smartarray._numpy.protocols._Call.operands`). Lists and tuples inside
-    are converted too (``np.concatenate([x, y])``); what was seen is recorded in ``seen``."""
+    views, or ``FALLBACK`` if one of them is not readable now or is a wrapper the full path
+    reads through (:meth:`~smartarray._numpy.protocols._Call.operands`). Lists and tuples
+    inside are converted too (``np.concatenate([x, y])``); what was seen is recorded in
+    ``seen``."""
     converted = []
     for value in values:
         kind = type(value)
@@ -142,8 +143,8 @@ def host_arguments(values: Any, seen: _Arguments) -> Any:
                 return FALLBACK
         elif isinstance(value, np.ndarray):
             seen.foreign.append(value)
-        elif kind not in PLAIN_OPERANDS and hasattr(kind, "__array__"):
-            return FALLBACK  # (a.flat, an intent, a user's array-like: see _Call.operands)
+        elif hasattr(kind, "_as_operand"):
+            return FALLBACK  # (a.flat, an intent: see _Call.operands)
         converted.append(value)  # anything else goes to numpy as is, as on the full path
     return type(values)(converted) if type(values) is not list else converted
 

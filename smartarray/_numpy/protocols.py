@@ -88,13 +88,18 @@ class _Call:
     def operands(self, value: Any) -> Any:
         """``value`` (an input, or a list or tuple of them, as passed) as this call reads it,
         with no lock held: SmartArrays as they are (noted, for :meth:`lock_targets`), and
-        every other array-like that is not an ndarray converted now, as numpy would convert
-        it inside the call: an intent is its SmartArray, ``a.flat`` of a C-contiguous ``a``
-        is ``a.reshape(-1)`` (the view numpy reads), and any other ``__array__`` object
-        (``a.flat`` of any other ``a``, a user's wrapper) is given to numpy's
-        ``asanyarray``. (Converted inside the call, a wrapper of a SmartArray would take that
+        smartarray's own wrappers of a SmartArray replaced by what numpy would read from
+        them: an intent by its SmartArray, ``a.flat`` by ``a.reshape(-1)`` for a C-contiguous
+        ``a`` (the view numpy reads; a result that is a view of it stays a view of ``a``),
+        else by its flattened copy. In a call that writes SmartArrays, sequences that are
+        not exactly lists or tuples (subclasses, named tuples) are read as lists or tuples,
+        as numpy reads them, so that the SmartArrays in them are found too.
+
+        (Converted by numpy inside the call, a wrapper of a SmartArray would take that
         array's lock while this call holds its targets': out of order, and a deadlock
-        against a call holding the two the other way round.)
+        against a call holding the two the other way round. A user's own ``__array__``
+        object is left to numpy, which may ask it for a dtype: one that reads a SmartArray
+        when converted is the user's to keep out of such races; see docs/coherence.md.)
         """
         return _each(value, self._operand)
 
@@ -102,14 +107,11 @@ class _Call:
         if isinstance(obj, self.SmartArray):
             self._inputs[id(obj._alloc)] = obj._alloc
             return obj
-        kind = type(obj)
-        look_through = getattr(kind, "_as_operand", None)
+        look_through = getattr(type(obj), "_as_operand", None)
         if look_through is not None:  # (the intents, FlatIterator)
             return self._operand(look_through(obj))
-        if getattr(kind, "__array__", None) is not None and not issubclass(
-            kind, (np.ndarray, np.generic)
-        ):
-            return np.asanyarray(obj)
+        if self._targets and isinstance(obj, (list, tuple)):  # (a subclass: see above)
+            return _each(list(obj) if isinstance(obj, list) else tuple(obj), self._operand)
         return obj
 
     def lock_targets(self) -> None:
@@ -240,12 +242,13 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
     if method == "at" and inputs:
         call.check_writeable(inputs[0])
     _check_before_fetching_outputs(ufunc, method, inputs, out, kwargs)
-    inputs = call.operands(inputs)
+    first = 1 if method == "at" else 0  # (a target is not an operand: it stays as passed)
+    inputs = (*inputs[:first], *call.operands(inputs[first:]))
     if "where" in kwargs:
         kwargs["where"] = call.operands(kwargs["where"])
     error: BaseException | None = None
-    call.lock_targets()
     try:
+        call.lock_targets()  # (in the try: finish releases what it took, on any error)
         if method == "at":
             host_inputs = (
                 call.unwrap(inputs[0], write=True),
@@ -629,8 +632,8 @@ def call_on_host(
     args = (*args[:first], *(call.operands(a) for a in args[first:]))
     kwargs = {k: v if k == "out" else call.operands(v) for k, v in kwargs.items()}
     error: BaseException | None = None
-    call.lock_targets()
     try:
+        call.lock_targets()
         host_args = [call.unwrap(a, write=writes_first and i == 0) for i, a in enumerate(args)]
         host_kwargs = {k: call.unwrap(v, write=(k == "out")) for k, v in kwargs.items()}
         call.release_inputs()
@@ -703,7 +706,15 @@ def _call_bound(array: SmartArray, name: str, mutating: bool, args: tuple, kwarg
     def run(host: np.ndarray, *rest: Any, **kw: Any) -> Any:
         return getattr(host, name)(*rest, **kw)
 
-    return call_on_host(run, (array, *args), kwargs, writes_first=mutating)
+    arguments = (array, *args)
+    if args and "out" not in kwargs:
+        # A positional ``out`` (``a.take(i, None, out)``, ``a.clip(0, 1, out)``) passed by
+        # name, so that it is written, not read: numpy's function of the same name takes the
+        # same parameters with the array first (its ``_wrapfunc`` calls this method).
+        function = getattr(np, name, None)
+        if callable(function) and not isinstance(function, (type, np.ufunc)):
+            arguments, kwargs = _out_by_name(function, arguments, kwargs)
+    return call_on_host(run, arguments, kwargs, writes_first=mutating)
 
 
 _hooks.array_ufunc = array_ufunc
