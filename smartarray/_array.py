@@ -1107,11 +1107,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         shape = self._shape
         strides = self._strides
         span, covers_all = self._written_span(key, alloc)  # IndexError before any copy
-        # (wrappers of SmartArrays read through here, holding no lock: see _Call.operands;
-        # an object array stores a value as it is, as numpy's does)
-        if not self._dtype.hasobject:
-            value = call.operands(value)
-        host_value = _convert_text_values(call.unwrap(value), self._dtype)
+        if self._dtype.kind == "O" and _is_basic_index(key) and _selects_scalar(key, len(shape)):
+            host_value = value  # (stored as it is, as numpy does: nothing read, no conversion)
+        else:  # (wrappers of SmartArrays read through now, holding no lock: _Call.operands)
+            host_value = _convert_text_values(call.unwrap(call.operands(value)), self._dtype)
         host_key = call.unwrap(call.operands(key))
         # Numeric targets: with text converted above, numpy's assignment either fails before
         # writing (bad index, shape or scalar) or succeeds. Other dtypes (structured…) may
@@ -1527,7 +1526,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             host = _hooks.readable_host(self)
             if host is not None:
                 return host.any()
-        return np.any(self, *args, **kwargs)
+        return _hooks.call_method(self, "any", args, kwargs)  # (ndarray.any's parameters)
 
     def all(self, *args: Any, **kwargs: Any) -> Any:
         """True if all elements are true (``numpy.all``)."""
@@ -1535,7 +1534,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             host = _hooks.readable_host(self)
             if host is not None:
                 return host.all()
-        return np.all(self, *args, **kwargs)
+        return _hooks.call_method(self, "all", args, kwargs)  # (ndarray.all's parameters)
 
     # --- CUDA hooks -------------------------------------------------------------------------
 

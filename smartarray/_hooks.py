@@ -54,6 +54,11 @@ call_on_host: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], An
     "_numpy.protocols"
 )
 host_call: Callable[[], Any] = _unregistered("_numpy.protocols")
+# ``call_method(array, name, args, kwargs)``: ``array.<name>(*args, **kwargs)`` run as
+# ndarray's method on the host copy (what the forwarded methods do).
+call_method: Callable[[Any, str, tuple[Any, ...], dict[str, Any]], Any] = _unregistered(
+    "_numpy.protocols"
+)
 # The same two protocols for the intents (``In(a)``, ``Out(a)``, ``InOut(a)``): the call with
 # each intent replaced by its SmartArray.
 intent_array_ufunc: Callable[[Any, str, tuple[Any, ...], dict[str, Any]], Any] = _unregistered(
@@ -112,6 +117,7 @@ REGISTERED_BY = {
     "array_function": "_numpy.protocols",
     "call_on_host": "_numpy.protocols",
     "host_call": "_numpy.protocols",
+    "call_method": "_numpy.protocols",
     "intent_array_ufunc": "_numpy.protocols",
     "intent_array_function": "_numpy.protocols",
     "readable_host": "_numpy.fastpath",

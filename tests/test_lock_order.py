@@ -272,3 +272,23 @@ def test_wrapped_inputs_do_not_deadlock(fast_switching, first, second):
         thread.join(30)
     assert not any(thread.is_alive() for thread in threads), "deadlock"
     np.testing.assert_array_equal(np.asarray(w), np.asarray(r))
+
+
+@pytest.mark.parametrize(
+    "wrap", [lambda x: x.flat, In, lambda x: [x.flat, 0, 0]], ids=["flat", "In", "[flat, 0, 0]"]
+)
+def test_object_arrays_assigned_each_other_s_wrappers_do_not_deadlock(fast_switching, wrap):
+    a = SmartArray(np.array([1, 2, 3], dtype=object))
+    b = SmartArray(np.array([4, 5, 6], dtype=object))
+    stop = time.monotonic() + 1.0
+
+    def loop(x: SmartArray, y: SmartArray) -> None:
+        while time.monotonic() < stop:
+            x[...] = wrap(y)
+
+    threads = [threading.Thread(target=loop, args=pair, daemon=True) for pair in ((a, b), (b, a))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads), "deadlock"

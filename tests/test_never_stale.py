@@ -8,6 +8,7 @@ import gc
 import pickle
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -359,6 +360,56 @@ def test_a_positional_out_of_a_method_is_written_and_marked_changed(
     np.testing.assert_array_equal(np.asarray(out), expected)
     np.testing.assert_array_equal(call(np.asarray(src), np.full(4, 9.0)), expected)  # numpy's
     assert out.location == "host"
+
+
+@pytest.mark.parametrize(
+    ("call", "shape", "dtype"),
+    [
+        (lambda a, o: a.all(None, None, o), (), bool),
+        (lambda a, o: a.any(0, None, o, False), (2,), bool),
+        (lambda a, o: a.sum(0, None, o), (2,), float),
+        (lambda a, o: a.max(0, o), (2,), float),
+        (lambda a, o: a.std(0, None, o, 1), (2,), float),
+        (lambda a, o: a.argmax(0, o), (2,), np.intp),
+        (lambda a, o: a.compress([True, False], None, o), (1,), float),
+    ],
+)
+def test_a_method_s_positional_parameters_are_ndarray_s(call: Any, shape: Any, dtype: Any) -> None:
+    """Each positional argument means what it means to ndarray's method (``a.all(axis,
+    dtype, out, keepdims)``, not ``np.all``'s ``(a, axis, out, keepdims)``)."""
+    data = np.array([[1.0, 0.0], [2.0, 3.0]])
+    numpy_out = np.zeros(shape, dtype)
+    call(data, numpy_out)
+    out = sa.SmartArray(np.zeros(shape, dtype))
+    assert call(sa.SmartArray(data), out) is out
+    np.testing.assert_array_equal(np.asarray(out), numpy_out)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda a, o: a.round(0, o, 5),  # (too many arguments)
+        lambda a, o: a.cumsum(0, None, o, "x"),
+        lambda a, o: a.take([0, 1], None, o, "clip", mode="wrap"),  # (by name and position)
+        lambda a, o: a.all(None, o),  # (o is the dtype)
+    ],
+)
+def test_a_method_call_numpy_refuses_is_refused(call: Any) -> None:
+    data = np.arange(4.0)
+    with pytest.raises(TypeError):
+        call(data, np.zeros(4))
+    out = sa.SmartArray(np.zeros(4))
+    with pytest.raises(TypeError):
+        call(sa.SmartArray(data), out)
+    np.testing.assert_array_equal(np.asarray(out), np.zeros(4))  # nothing written
+
+
+def test_choose_takes_its_choices_positionally() -> None:
+    index = np.array([[0, 1], [1, 0]])
+    x, y = np.ones((2, 2)), np.full((2, 2), 5.0)
+    a, sx, sy = sa.SmartArray(index), sa.SmartArray(x), sa.SmartArray(y)
+    np.testing.assert_array_equal(np.asarray(a.choose(sx, sy)), index.choose(x, y))
+    np.testing.assert_array_equal(np.asarray(sy), y)  # (not an output)
 
 
 def test_intents_as_a_positional_out() -> None:

@@ -341,6 +341,55 @@ def test_every_switch_point_of_a_read_gives_one_layout(operation):
     assert _at_each_call(None, scenario, check) > 0
 
 
+def _add_self_in_place(a):
+    a += a
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [_add_self_in_place, lambda a: np.add(a, a, out=a), lambda a: np.multiply(a, 2.0, out=a)],
+    ids=["a += a", "np.add(a, a, out=a)", "np.multiply(a, 2, out=a)"],
+)
+def test_every_switch_point_of_an_in_place_write_of_itself_succeeds(operation):
+    """Review 2: ``a += a`` read its operand with one layout and wrote with the other (a
+    spurious broadcast error); numpy's, one C call, sees one layout."""
+
+    def scenario():
+        array = SmartArray(np.arange(16.0))
+        np.sum(array)  # (caches made)
+        array += 0.0
+        return array, (4, 4), lambda: operation(array)
+
+    def check(array, result):
+        assert not isinstance(result, Exception), result
+        np.testing.assert_array_equal(np.asarray(array).ravel(), np.arange(16.0) * 2)
+        _check_caches(array, data=False)
+
+    assert _at_each_call(None, scenario, check) > 0
+
+
+@pytest.mark.device
+@pytest.mark.parametrize(
+    "operation",
+    [lambda a: np.add(a, a, out=a), lambda a: np.multiply(a, 2.0, out=a)],
+    ids=["np.add(a, a, out=a)", "np.multiply(a, 2, out=a)"],
+)
+def test_every_switch_point_of_a_write_of_itself_with_a_device_copy_succeeds(operation):
+    """The checks made before a device-current output is fetched read its shape and its
+    inputs' with one layout (review 2: a spurious broadcast error)."""
+
+    def scenario():
+        array = SmartArray(np.arange(16.0))
+        array.to_gpu()  # (current on both sides: the checks run)
+        return array, (4, 4), lambda: operation(array)
+
+    def check(array, result):
+        assert not isinstance(result, Exception), result
+        np.testing.assert_array_equal(np.asarray(array).ravel(), np.arange(16.0) * 2)
+
+    assert _at_each_call(None, scenario, check) > 0
+
+
 @pytest.mark.parametrize("value", [5.0, np.float32(5.0), "5"])
 def test_every_switch_point_of_an_element_write_gives_one_layout(value):
     def scenario():

@@ -397,10 +397,20 @@ def _check_before_fetching_outputs(
         dtype = value.dtype if isinstance(value, (SmartArray, np.ndarray)) else None
         return np.zeros((), dtype if dtype is not None else np.asarray(value).dtype)
 
+    # Each array's shape read once (another thread may set it meanwhile: ``np.add(a, a,
+    # out=a)`` is checked with one layout of ``a``, as numpy's own call would see).
+    layouts: dict[int, tuple[int, ...]] = {}
+
+    def shape_of(value: Any) -> tuple[int, ...]:
+        shape = layouts.get(id(value))
+        if shape is None:
+            shape = layouts[id(value)] = np.shape(value)
+        return shape
+
     try:
         stand_ins = [stand_in(x) for x in inputs]
         outputs = tuple(None if o is None else np.zeros((), o.dtype) for o in out)
-        shapes = [np.shape(x) for x in inputs]
+        shapes = [shape_of(x) for x in inputs]
     except Exception:  # not something we can model: let numpy itself decide
         return
     if any(
@@ -411,7 +421,7 @@ def _check_before_fetching_outputs(
     with np.errstate(all="ignore"):
         ufunc(*stand_ins, out=outputs, **options)  # numpy's UFuncTypeError, if any
     if "where" in kwargs and kwargs["where"] is not True:
-        shapes.append(np.shape(kwargs["where"]))
+        shapes.append(shape_of(kwargs["where"]))
     try:
         shape = np.broadcast_shapes(*shapes)
     except ValueError:
@@ -420,9 +430,12 @@ def _check_before_fetching_outputs(
             + " ".join(str(s).replace(" ", "") for s in shapes)
         ) from None
     for o in out:
-        if o is not None and np.broadcast_shapes(shape, o.shape) != tuple(o.shape):
+        if o is None:
+            continue
+        out_shape = tuple(shape_of(o))
+        if np.broadcast_shapes(shape, out_shape) != out_shape:
             raise ValueError(
-                f"non-broadcastable output operand with shape {tuple(o.shape)} doesn't match "
+                f"non-broadcastable output operand with shape {out_shape} doesn't match "
                 f"the broadcast shape {shape}"
             )
 
@@ -706,15 +719,58 @@ def _call_bound(array: SmartArray, name: str, mutating: bool, args: tuple, kwarg
     def run(host: np.ndarray, *rest: Any, **kw: Any) -> Any:
         return getattr(host, name)(*rest, **kw)
 
-    arguments = (array, *args)
-    if args and "out" not in kwargs:
-        # A positional ``out`` (``a.take(i, None, out)``, ``a.clip(0, 1, out)``) passed by
-        # name, so that it is written, not read: numpy's function of the same name takes the
-        # same parameters with the array first (its ``_wrapfunc`` calls this method).
-        function = getattr(np, name, None)
-        if callable(function) and not isinstance(function, (type, np.ufunc)):
-            arguments, kwargs = _out_by_name(function, arguments, kwargs)
-    return call_on_host(run, arguments, kwargs, writes_first=mutating)
+    args, kwargs = _method_out_by_name(name, args, kwargs)
+    return call_on_host(run, (array, *args), kwargs, writes_first=mutating)
+
+
+def call_method(array: SmartArray, name: str, args: tuple, kwargs: dict) -> Any:
+    """``array.<name>(*args, **kwargs)`` run as ndarray's method on the host copy, as the
+    forwarded methods are (for SmartArray's own methods that only have a fast case)."""
+    return _call_bound(array, name, name in MUTATING_METHODS, args, kwargs)
+
+
+# ndarray methods with an ``out`` parameter: their positional parameters (the array itself not
+# counted), as numpy's own methods take them (numpy/_core/_methods.py, the C methods' docs).
+# (``choose`` is not here: every positional argument of ``a.choose`` is a choice.)
+_METHOD_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "all": ("axis", "dtype", "out", "keepdims"),
+    "any": ("axis", "dtype", "out", "keepdims"),
+    "argmax": ("axis", "out"),
+    "argmin": ("axis", "out"),
+    "clip": ("min", "max", "out"),
+    "compress": ("condition", "axis", "out"),
+    "cumprod": ("axis", "dtype", "out"),
+    "cumsum": ("axis", "dtype", "out"),
+    "dot": ("other", "out"),
+    "max": ("axis", "out", "keepdims", "initial", "where"),
+    "mean": ("axis", "dtype", "out", "keepdims"),
+    "min": ("axis", "out", "keepdims", "initial", "where"),
+    "prod": ("axis", "dtype", "out", "keepdims", "initial", "where"),
+    "round": ("decimals", "out"),
+    "std": ("axis", "dtype", "out", "ddof", "keepdims"),
+    "sum": ("axis", "dtype", "out", "keepdims", "initial", "where"),
+    "take": ("indices", "axis", "out", "mode"),
+    "trace": ("offset", "axis1", "axis2", "dtype", "out"),
+    "var": ("axis", "dtype", "out", "ddof", "keepdims"),
+}
+
+
+def _method_out_by_name(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments of ``a.<name>(*args, **kwargs)`` with a positional ``out`` (``a.take(i,
+    None, out)``, ``a.clip(lo, hi, out)``), and those after it, passed by name, so that the
+    output is written, not read as an input. Calls numpy refuses (more positional arguments
+    than the method takes, one given by position and by name) are left as they are: numpy
+    raises its own error."""
+    parameters = _METHOD_PARAMETERS.get(name)
+    if parameters is None or "out" in kwargs:
+        return args, kwargs
+    index = parameters.index("out")
+    if len(args) <= index or len(args) > len(parameters):
+        return args, kwargs
+    named = dict(zip(parameters[index:], args[index:], strict=False))
+    if any(key in kwargs for key in named):
+        return args, kwargs
+    return args[:index], {**named, **kwargs}
 
 
 _hooks.array_ufunc = array_ufunc
@@ -722,4 +778,5 @@ _hooks.array_function = array_function
 _hooks.intent_array_ufunc = intent_array_ufunc
 _hooks.intent_array_function = intent_array_function
 _hooks.call_on_host = call_on_host
+_hooks.call_method = call_method
 _hooks.host_call = _Call
