@@ -123,7 +123,8 @@ def test_an_object_array_stores_a_wrapper_as_it_is():
     flat, intent = r.flat, In(r)
     w[0] = flat
     w[1] = intent
-    assert w[0] is flat and w[1] is intent  # (numpy stores the objects themselves)
+    w[2] = r
+    assert w[0] is flat and w[1] is intent and w[2] is r  # (numpy stores the objects)
 
 
 def test_a_user_array_like_is_converted_by_numpy_with_the_dtype_it_asks():
