@@ -293,3 +293,45 @@ def test_object_arrays_assigned_each_other_s_wrappers_do_not_deadlock(fast_switc
     for thread in threads:
         thread.join(30)
     assert not any(thread.is_alive() for thread in threads), "deadlock"
+
+
+def test_an_in_place_operator_takes_no_lock_while_holding_its_own():
+    """``a += b`` for a ``b`` whose host buffer is not made yet (``sa.zeros``): reading ``b``
+    makes it, under ``b``'s lock; done while holding ``a``'s, it deadlocked against
+    ``np.add(a, 1, out=b)``, which takes the two in the global order (review 13)."""
+    import smartarray as sa
+
+    pool = [sa.zeros(4) for _ in range(64)]
+    a = SmartArray(np.zeros(4))
+    a += 0.0
+    b = min(pool, key=lambda x: id(x._alloc))
+    if id(b._alloc) > id(a._alloc):
+        pytest.skip("no array with a lower allocation id")
+    switched = threading.Event()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "_host_buffer" and not switched.is_set():
+            switched.set()
+            time.sleep(0.2)  # (a thread switch here: the other thread runs)
+
+    def first():
+        sys.setprofile(profile)
+        try:
+            a.__iadd__(b)
+        finally:
+            sys.setprofile(None)
+            switched.set()
+
+    def second():
+        switched.wait(10)
+        np.add(a, 1.0, out=b)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads), "deadlock"
+    # (either order: b read before the other thread wrote it, or after)
+    assert np.asarray(a).tolist() in ([0.0] * 4, [1.0] * 4)
+    np.testing.assert_array_equal(np.asarray(b), np.ones(4))

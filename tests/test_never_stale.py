@@ -404,6 +404,16 @@ def test_a_method_call_numpy_refuses_is_refused(call: Any) -> None:
     np.testing.assert_array_equal(np.asarray(out), np.zeros(4))  # nothing written
 
 
+def test_conj_writes_its_positional_out() -> None:
+    data = np.array([1 + 2j, 3 - 1j])
+    out = sa.SmartArray(np.zeros(2, complex))
+    if DEVICE:
+        out.to_gpu()
+    assert sa.SmartArray(data).conj(out) is out  # (numpy's conj takes out by position only)
+    np.testing.assert_array_equal(np.asarray(out), data.conj())
+    assert out.location == "host"
+
+
 def test_choose_takes_its_choices_positionally() -> None:
     index = np.array([[0, 1], [1, 0]])
     x, y = np.ones((2, 2)), np.full((2, 2), 5.0)

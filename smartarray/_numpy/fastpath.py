@@ -228,22 +228,23 @@ def _reflected(ufunc: np.ufunc, fallback: Callable[..., Any]) -> Callable[..., A
 def _inplace(ufunc: np.ufunc, fallback: Callable[..., Any]) -> Callable[..., Any]:
     def method(self: SmartArray, other: Any) -> Any:
         if self._writeable:
-            alloc = self._alloc  # (an array with none yet makes it: it is written)
-            lock = alloc.lock
-            lock.acquire()
-            try:
-                if alloc.state is _HOST and alloc._host_event is None and alloc._launch is None:
-                    # (the operand read under the lock, which the shape setter takes: ``a +=
-                    # a`` reads and writes one layout; its readable host takes no lock)
-                    operand = host_operand(other)
-                    if operand is not FALLBACK:
-                        host = self._host_rw
-                        if host is None:
-                            host = self._host_view(write=True, sync=False)
-                        ufunc(host, operand, out=host)
-                        return self
-            finally:
-                lock.release()
+            operand = host_operand(other)  # (before the lock: it may take other's)
+            if operand is not FALLBACK:
+                alloc = self._alloc  # (an array with none yet makes it: it is written)
+                lock = alloc.lock
+                lock.acquire()
+                try:
+                    if alloc.state is _HOST and alloc._host_event is None and alloc._launch is None:
+                        if other is self:  # ``a += a``: read again under the lock, which the
+                            operand = host_operand(other)  # shape setter takes: one layout
+                        if operand is not FALLBACK:
+                            host = self._host_rw
+                            if host is None:
+                                host = self._host_view(write=True, sync=False)
+                            ufunc(host, operand, out=host)
+                            return self
+                finally:
+                    lock.release()
         return fallback(self, other)
 
     return method

@@ -719,6 +719,8 @@ def _call_bound(array: SmartArray, name: str, mutating: bool, args: tuple, kwarg
     def run(host: np.ndarray, *rest: Any, **kw: Any) -> Any:
         return getattr(host, name)(*rest, **kw)
 
+    if name in ("conj", "conjugate") and len(args) == 1 and not kwargs:
+        return np.conjugate(array, out=args[0])  # (``a.conj(out)``: positional only)
     args, kwargs = _method_out_by_name(name, args, kwargs)
     return call_on_host(run, (array, *args), kwargs, writes_first=mutating)
 
