@@ -404,14 +404,29 @@ def test_a_method_call_numpy_refuses_is_refused(call: Any) -> None:
     np.testing.assert_array_equal(np.asarray(out), np.zeros(4))  # nothing written
 
 
-def test_conj_writes_its_positional_out() -> None:
-    data = np.array([1 + 2j, 3 - 1j])
-    out = sa.SmartArray(np.zeros(2, complex))
+@pytest.mark.parametrize(
+    ("data", "out_dtype"),
+    [
+        (np.array([1 + 2j, 3 - 1j]), complex),
+        (np.array([True, False]), bool),  # (numpy copies real data: no bool loop is used)
+        (np.array([1.5, 2.5], np.float32), np.float16),
+    ],
+)
+def test_conj_writes_its_positional_out(data: Any, out_dtype: Any) -> None:
+    """``a.conj(out)`` (numpy's method takes ``out`` by position only)."""
+    expected = np.zeros(2, out_dtype)
+    assert data.conj(expected) is expected
+    out = sa.SmartArray(np.zeros(2, out_dtype))
     if DEVICE:
         out.to_gpu()
-    assert sa.SmartArray(data).conj(out) is out  # (numpy's conj takes out by position only)
-    np.testing.assert_array_equal(np.asarray(out), data.conj())
+    assert sa.SmartArray(data).conj(out) is out
+    np.testing.assert_array_equal(np.asarray(out), expected)
     assert out.location == "host"
+    plain = np.zeros(2, out_dtype)
+    assert sa.SmartArray(data).conjugate(plain) is plain  # (an ndarray out: itself too)
+    np.testing.assert_array_equal(plain, expected)
+    with pytest.raises(TypeError, match="output must be an array"):
+        sa.SmartArray(data).conj((out,))
 
 
 def test_choose_takes_its_choices_positionally() -> None:

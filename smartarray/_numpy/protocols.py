@@ -719,10 +719,19 @@ def _call_bound(array: SmartArray, name: str, mutating: bool, args: tuple, kwarg
     def run(host: np.ndarray, *rest: Any, **kw: Any) -> Any:
         return getattr(host, name)(*rest, **kw)
 
-    if name in ("conj", "conjugate") and len(args) == 1 and not kwargs:
-        return np.conjugate(array, out=args[0])  # (``a.conj(out)``: positional only)
+    if (
+        name in ("conj", "conjugate")
+        and len(args) == 1
+        and not kwargs
+        and isinstance(args[0], (SmartArray, np.ndarray))
+    ):  # ``a.conj(out)``: an output numpy's method takes by position only
+        return call_on_host(_conj_into, (array,), {"out": args[0]})
     args, kwargs = _method_out_by_name(name, args, kwargs)
     return call_on_host(run, (array, *args), kwargs, writes_first=mutating)
+
+
+def _conj_into(host: np.ndarray, *, out: np.ndarray) -> Any:
+    return host.conj(out)  # type: ignore[call-arg]  # (numpy's stubs omit the argument)
 
 
 def call_method(array: SmartArray, name: str, args: tuple, kwargs: dict) -> Any:
