@@ -14,6 +14,7 @@ Markers: ``device`` (needs a GPU or the simulator), ``gpu`` (needs real hardware
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -79,3 +80,12 @@ def empty_budget() -> Iterator[None]:
     smartarray.set_device_memory_limit(None)
     yield
     smartarray.set_device_memory_limit(None)
+
+
+@pytest.fixture
+def fast_switching() -> Iterator[None]:
+    """Thread switches as often as CPython allows, for the tests of races between threads."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(old)

@@ -23,14 +23,6 @@ from smartarray import SmartArray
 ROUNDS = 4000
 
 
-@pytest.fixture
-def fast_switching():
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # thread switches as often as CPython allows
-    yield
-    sys.setswitchinterval(old)
-
-
 def _toggle_shape(array: SmartArray, stop: threading.Event) -> None:
     while not stop.is_set():
         array.shape = (4, 4)
