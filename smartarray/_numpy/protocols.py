@@ -609,10 +609,25 @@ def _out_by_name(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     position = _OUT_POSITIONS.get(func, _UNKNOWN)
     if position is _UNKNOWN:
         position = _OUT_POSITIONS[func] = _out_position(func)
-    if position is None or len(args) <= position[0]:
+    if position is None:
         return args, kwargs
     index, names = position
-    return args[:index], {**dict(zip(names[index:], args[index:], strict=False)), **kwargs}
+    return _from_out_by_name(index, names, args, kwargs)
+
+
+def _from_out_by_name(
+    index: int, names: tuple[str, ...], args: tuple, kwargs: dict
+) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` with the positional arguments from ``index`` (where ``out``
+    is) on passed by their parameters' ``names``. Calls numpy refuses (more positional
+    arguments than there are names, one given by position and by name) are left as they
+    are: numpy raises its own error."""
+    if len(args) <= index or len(args) > len(names) or "out" in kwargs:
+        return args, kwargs
+    named = dict(zip(names[index:], args[index:], strict=False))
+    if any(key in kwargs for key in named):
+        return args, kwargs
+    return args[:index], {**named, **kwargs}
 
 
 def _out_position(func: Any) -> tuple[int, tuple[str, ...]] | None:
@@ -769,19 +784,11 @@ _METHOD_PARAMETERS: dict[str, tuple[str, ...]] = {
 def _method_out_by_name(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The arguments of ``a.<name>(*args, **kwargs)`` with a positional ``out`` (``a.take(i,
     None, out)``, ``a.clip(lo, hi, out)``), and those after it, passed by name, so that the
-    output is written, not read as an input. Calls numpy refuses (more positional arguments
-    than the method takes, one given by position and by name) are left as they are: numpy
-    raises its own error."""
+    output is written, not read as an input (:func:`_from_out_by_name`)."""
     parameters = _METHOD_PARAMETERS.get(name)
-    if parameters is None or "out" in kwargs:
+    if parameters is None:
         return args, kwargs
-    index = parameters.index("out")
-    if len(args) <= index or len(args) > len(parameters):
-        return args, kwargs
-    named = dict(zip(parameters[index:], args[index:], strict=False))
-    if any(key in kwargs for key in named):
-        return args, kwargs
-    return args[:index], {**named, **kwargs}
+    return _from_out_by_name(parameters.index("out"), parameters, args, kwargs)
 
 
 _hooks.array_ufunc = array_ufunc
