@@ -263,12 +263,13 @@ _ATTRS = (
     "_jit_ro_native",
     "_jit_rw",
     "_jit_ro",
+    "_host_token",
 )
 _LAYOUT = _OBJECTS + _ATTRS
 (_CLS, _HOST, _BOTH, _HOST_FOR_JIT, _HOST_FOR_JIT_RO, _FROM_JIT, _HOST_FOR_JIT_NONRT,
  _HOST_FOR_JIT_RO_NONRT) = range(len(_OBJECTS))  # fmt: skip
 (_ARRAY, _ALLOC, _STATE, _HOST_EVENT, _DEVICE_EVENT, _JIT_RW, _JIT_RO, _JIT_RW_VIEW,
- _JIT_RO_VIEW) = range(len(_OBJECTS), len(_LAYOUT))  # fmt: skip
+ _JIT_RO_VIEW, _HOST_TOKEN) = range(len(_OBJECTS), len(_LAYOUT))  # fmt: skip
 
 
 def _jit_constants(layout: tuple[str, ...]) -> tuple[Any, ...]:
@@ -431,10 +432,18 @@ def _instance_dict(c: Any, obj: Any) -> Any:
 
 
 def _dict_get(c: Any, mapping: Any, key: Any) -> Any:
-    """``mapping.get(key)`` for an exact dict and a str key (borrowed reference, or NULL)."""
+    """``mapping.get(key)`` for an exact dict and a str key (borrowed reference, or NULL).
+
+    ``PyDict_GetItemWithError``, not ``PyDict_GetItem``, which saves and restores the error
+    state around every look-up (a third of its cost). A look-up that fails with an error (a
+    key of the user's in an instance dict whose ``__eq__`` raises) clears it: a miss.
+    """
     fnty = ir.FunctionType(c.pyapi.pyobj, [c.pyapi.pyobj, c.pyapi.pyobj])
-    fn = cgutils.get_or_insert_function(c.builder.module, fnty, "PyDict_GetItem")
-    return c.builder.call(fn, [mapping, key])
+    fn = cgutils.get_or_insert_function(c.builder.module, fnty, "PyDict_GetItemWithError")
+    value = c.builder.call(fn, [mapping, key])
+    with c.builder.if_then(cgutils.is_null(c.builder, value), likely=False):
+        c.pyapi.err_clear()
+    return value
 
 
 def _fast_host_view(
@@ -447,9 +456,9 @@ def _fast_host_view(
     That is when :func:`host_for_jit` would neither copy, wait nor change the state: the host
     copy is current with no pending copy into or out of it (``_host_event`` is None) and, for
     a writing argument, the device copy is already stale (state HOST); for a read-only one,
-    state HOST,
-    or BOTH with no device work to wait for (``_device_event`` is None; it matters for mapped
-    memory). Otherwise ``out`` is left NULL and the caller takes the slow path, which changes
+    state HOST, or BOTH with no device work to wait for (``_device_event`` is None; it matters
+    for mapped memory). The allocation's host token, when set, says state HOST with nothing
+    pending (docs/coherence.md, invariant 7): one look-up instead of these. Otherwise ``out`` is left NULL and the caller takes the slow path, which changes
     the state under the allocation's lock. Only borrowed references are read from the
     instance dicts of the SmartArray (or intent) and its Allocation: no attribute look-up
     machinery, no Python code.
@@ -487,23 +496,44 @@ def _fast_host_view(
                 alloc_dict = _instance_dict(c, alloc)
                 with builder.if_then(cgutils.is_not_null(builder, alloc_dict), likely=True):
                     none = pyapi.borrow_none()
-                    state = _dict_get(c, alloc_dict, const[_STATE])
-                    host_event = _dict_get(c, alloc_dict, const[_HOST_EVENT])
-                    ok = builder.icmp_unsigned("==", state, const[_HOST])
-                    if not writes:
-                        # BOTH too, unless device work may still be writing mapped memory
-                        # (Allocation.wait_host waits for _device_event then).
-                        device_event = _dict_get(c, alloc_dict, const[_DEVICE_EVENT])
-                        both = builder.and_(
-                            builder.icmp_unsigned("==", state, const[_BOTH]),
-                            builder.icmp_unsigned("==", device_event, none),
-                        )
-                        ok = builder.or_(ok, both)
-                    ok = builder.and_(ok, builder.icmp_unsigned("==", host_event, none))
-                    with builder.if_then(ok, likely=True):
-                        builder.store(native, out)  # borrowed: copied before any Python runs
+                    # The host token (Allocation._host_token) stands for state HOST with
+                    # nothing pending, which both kinds of argument accept: one look-up.
+                    token = _dict_get(c, alloc_dict, const[_HOST_TOKEN])
+                    has_token = builder.and_(
+                        cgutils.is_not_null(builder, token),
+                        builder.icmp_unsigned("!=", token, none),
+                    )
+                    with builder.if_else(has_token, likely=True) as (held, other):
+                        with held:
+                            builder.store(native, out)  # borrowed: copied before Python runs
+                        with other:  # (no token: none is made before a host read)
+                            _check_state(c, alloc_dict, const, native, out, writes)
                     pyapi.decref(alloc_dict)
             pyapi.decref(arr_dict)
+
+
+def _check_state(
+    c: Any, alloc_dict: Any, const: list[Any], native: Any, out: Any, writes: bool
+) -> None:
+    """:func:`_fast_host_view` for an allocation with no host token: store ``native`` in
+    ``out`` if the state, read from the allocation's dict ``alloc_dict``, needs no change."""
+    builder = c.builder
+    none = c.pyapi.borrow_none()
+    state = _dict_get(c, alloc_dict, const[_STATE])
+    host_event = _dict_get(c, alloc_dict, const[_HOST_EVENT])
+    ok = builder.icmp_unsigned("==", state, const[_HOST])
+    if not writes:
+        # BOTH too, unless device work may still be writing mapped memory
+        # (Allocation.wait_host waits for _device_event then).
+        device_event = _dict_get(c, alloc_dict, const[_DEVICE_EVENT])
+        both = builder.and_(
+            builder.icmp_unsigned("==", state, const[_BOTH]),
+            builder.icmp_unsigned("==", device_event, none),
+        )
+        ok = builder.or_(ok, both)
+    ok = builder.and_(ok, builder.icmp_unsigned("==", host_event, none))
+    with builder.if_then(ok, likely=True):
+        builder.store(native, out)  # borrowed: copied before any Python runs
 
 
 def _load_native(c: Any, typ: SmartArrayType, native: Any, result: Any, error: Any) -> None:

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 #: Bump whenever the boxing/unboxing protocol of SmartArrayType changes (including the table
 #: of Python objects compiled code fetches, ``smartarray._numba.cpu._LAYOUT``, and what the
 #: unboxing refuses or infers: 4 refuses SmartArrays kept by lasting typed containers; 5 unboxes
-#: without NRT through the jit views; 6 checks a jit view's ndim against the type's).
-BOXING_VERSION = 6
+#: without NRT through the jit views; 6 checks a jit view's ndim against the type's; 7 reads
+#: the allocation's host token first).
+BOXING_VERSION = 7
 
 
 class SmartArrayType(types.Array):
