@@ -6,6 +6,7 @@ import _thread
 import copy as _copy
 import numbers
 import operator
+import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -67,6 +68,54 @@ _on_host = Allocation.on_host
 _DEVICE = State.DEVICE
 _BOTH = State.BOTH
 _MIXED = State.MIXED
+
+# SmartArray's indexing fast paths as C slots (smartarray/_speedups.c), where the package was
+# built with a C compiler: x[1:5], x[3] and x[3] = 1.0 then cost no Python frame. The Python
+# methods _getitem_py and _setitem_py are the reference (the C code makes the same checks
+# and calls them, or what they call, for everything else) and SmartArray's __getitem__ and
+# __setitem__ without the module, or with SMARTARRAY_PURE_PYTHON=1 in the environment.
+try:
+    from . import _speedups as _compiled
+except ImportError:  # (installed without a C compiler: the Python methods)
+    _compiled = None  # type: ignore[assignment]
+_speedups = None if os.environ.get("SMARTARRAY_PURE_PYTHON") else _compiled
+
+# The attributes the indexing fast paths read, and a view is made of, as slots of
+# SmartArray's first base: _speedups.Indexing (C reads and writes them directly), else a
+# Python class with the same __slots__ (CPython reads either as fast as an instance
+# attribute). In the order SmartArray's Python code stores a view's.
+FIELDS = (
+    "_alloc_if_made",
+    "_own_host",
+    "_offset",
+    "_shape",
+    "_strides",
+    "_dtype",
+    "_writeable",
+    "_base",
+    "_host_ro",
+    "_host_rw",
+    "_host_scalar",
+    "_host_1d",
+)
+if TYPE_CHECKING or _speedups is None:
+
+    class _Indexing:
+        __slots__ = FIELDS
+
+else:
+    if _speedups.FIELDS != FIELDS:  # pragma: no cover - a stale build of _speedups.c
+        raise ImportError("smartarray._speedups is stale: reinstall smartarray")
+    _Indexing = _speedups.Indexing
+
+if _speedups is not None:
+    _made: Callable[[Any], bool] = _speedups.made
+else:
+
+    def _made(array: Any) -> bool:
+        """Whether ``array`` was made (its ``_shape`` set): see ``_speedups.made``."""
+        return getattr(array, "_shape", None) is not None
+
 
 try:  # The kernel-argument hook: numba.cuda calls to_device() on every ArgHint argument.
     from numba.cuda.args import ArgHint as _ArgHint
@@ -148,7 +197,7 @@ class _LayoutCached:
         return value
 
 
-class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
+class SmartArray(_Indexing, _OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
     """An array with a host copy and a CUDA device copy that knows which one is current.
 
     ``SmartArray`` behaves like a :class:`numpy.ndarray` on the host and like a Numba device
@@ -293,7 +342,7 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             stream: Any = None,
             label: str | None = None,
         ) -> None:
-            if getattr(self, "_shape", None) is not None:  # (set on every array once made)
+            if _made(self):  # (its _shape set: every array once made)
                 raise TypeError(
                     "SmartArray.__init__ called on an array already made: its data and "
                     "layout stay as they are; make a new array with SmartArray(...) instead"
@@ -851,7 +900,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
 
     if not TYPE_CHECKING:  # (typed in _array_typing: see above)
 
-        def __getitem__(self, key: Any) -> Any:
+        def _getitem_py(self, key: Any) -> Any:
+            """``self[key]`` in Python: ``__getitem__`` without smartarray._speedups, whose
+            C slot makes the same checks for its fast paths (the slice and element paths
+            below) and calls :meth:`_index` for the others."""
             # Only the fastest paths are here, and the locals they need: each local of this
             # function costs every call (CPython sets them up and clears them). Everything
             # else is _index.
@@ -959,7 +1011,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                     if alloc.host_current((start, start + self._dtype.itemsize)):
                         return host[key]
             if self._shuffle is not None and kind is int:  # numpy's shuffle swapping items
-                item = _hooks.shuffled_read(self, key, sys._getframe(2))
+                caller = sys._getframe(1)  # (the C slot calls this method directly)
+                if caller.f_code is _GETITEM_PY_CODE:
+                    caller = caller.f_back  # type: ignore[assignment]
+                item = _hooks.shuffled_read(self, key, caller)
                 if item is not _hooks.NOT_SHUFFLING:
                     return item
         if kind is int or kind is slice or kind is tuple:
@@ -1001,7 +1056,10 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
             _layout_probe(self._shape, np.dtype(np.bool_))[key]
         return _hooks.call_on_host(_getitem, (self, key), {})
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def _setitem_py(self, key: Any, value: Any) -> None:
+        """``self[key] = value`` in Python: ``__setitem__`` without smartarray._speedups,
+        whose C slot makes the first lock-free path's checks and writes (an element and a
+        Python float or int) and calls this method for the others."""
         host = self._host_scalar  # (a writable contiguous 1-d numeric array's: see there)
         if host is not None:
             # Lock-free paths: a Python or numpy scalar written while the allocation holds a
@@ -1041,6 +1099,14 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
                     if alloc._host_token is token:  # type: ignore[union-attr]
                         return
         self._assign(key, value)
+
+    if _speedups is None:  # (else the C slots of _Indexing, SmartArray's first base)
+        if not TYPE_CHECKING:
+            __getitem__ = _getitem_py
+        __setitem__ = _setitem_py
+
+        def __delitem__(self, key: Any) -> None:
+            raise ValueError("cannot delete array elements")  # (numpy's error)
 
     def _assign(self, key: Any, value: Any) -> None:
         """``self[key] = value`` where :meth:`__setitem__`'s lock-free path does not apply.
@@ -1606,6 +1672,11 @@ class SmartArray(_OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTypeT_co]):
         copy is conservatively marked changed (the host copy becomes stale).
         """
         return _hooks.cuda_array_interface(self)
+
+
+_GETITEM_PY_CODE = SmartArray._getitem_py.__code__  # type: ignore[attr-defined]
+if _speedups is not None:
+    _speedups.configure(SmartArray, _HOST, _BOTH)
 
 
 # What a SmartArray caches for its layout in its instance dict (dropped when its shape is

@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "_core": 0,  # the state machine, transfers, memory: imports nothing above
     "_hooks": 1,  # the class and its extension points
     "_array": 1,
+    "_speedups": 1,  # the class's indexing fast paths in C (optional)
     "_array_typing": 1,  # what type checkers see of the class's installed members
     "_intents": 1,
     "_numpy": 2,  # the glue, each registering itself with the class
@@ -50,7 +51,8 @@ def _modules(package: Path = PACKAGE) -> dict[str, Path]:
     """Every module of the package by dotted name under ``smartarray`` ('' for the package,
     '_numpy' for a subpackage's ``__init__``)."""
     found = {}
-    for path in package.rglob("*.py"):
+    # (a C extension module, smartarray/_speedups.c, is a module too; it imports nothing)
+    for path in [*package.rglob("*.py"), *package.rglob("*.c")]:
         parts = path.relative_to(package).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]
@@ -65,6 +67,8 @@ def _imports(name: str, path: Path, modules: set[str]) -> set[str]:
     if package == [""]:
         package = []
     found: set[str] = set()
+    if path.suffix == ".c":
+        return found
 
     def resolve(dotted: str) -> None:
         if dotted in modules:
@@ -190,7 +194,9 @@ def test_the_core_imports_nothing_outside_it() -> None:
 def test_the_class_layer_imports_only_the_core_and_its_hooks() -> None:
     graph = _graph()
     assert graph["_hooks"] == set()  # the slots: filled by the glue, importing nothing
-    assert all(t == "_hooks" or t.startswith("_core") for t in graph["_array"]), graph["_array"]
+    assert all(t in ("_hooks", "_speedups") or t.startswith("_core") for t in graph["_array"]), (
+        graph["_array"]
+    )
     assert graph["_intents"] <= {"_array", "_hooks"} | {t for t in graph if t.startswith("_core")}
 
 

@@ -299,11 +299,12 @@ def _declared_for_type_checkers() -> set[str]:
 
 
 def _defined_for_the_run_time_only() -> set[str]:
-    """The methods SmartArray's class body defines under ``if not TYPE_CHECKING:``."""
+    """The methods SmartArray's class body defines under ``if not TYPE_CHECKING:``
+    (``_getitem_py`` as ``__getitem__``: it is that method, or its C slot's Python twin)."""
     tree = ast.parse((ROOT / "smartarray" / "_array.py").read_text())
     (cls,) = (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SmartArray")
     return {
-        item.name
+        "__getitem__" if item.name == "_getitem_py" else item.name
         for node in cls.body
         if isinstance(node, ast.If) and ast.unparse(node.test) == "not TYPE_CHECKING"
         for item in node.body
@@ -354,13 +355,16 @@ def test_the_class_body_holds_runtime_code_only() -> None:
 
 
 def test_the_typing_only_base_is_no_base_at_run_time() -> None:
-    """Type checkers see SmartArray's installed members in its first base, numpy's operator
-    mixin as smartarray._array_typing declares it; at run time that base is the mixin itself,
-    and nothing imports smartarray._array_typing (which defines nothing)."""
+    """Type checkers see SmartArray's installed members in a base, numpy's operator mixin
+    as smartarray._array_typing declares it; at run time that base is the mixin itself
+    (after the indexing base, smartarray._speedups.Indexing or its Python twin), and nothing
+    imports smartarray._array_typing (which defines nothing)."""
     from numba.cuda.args import ArgHint
     from numpy.lib.mixins import NDArrayOperatorsMixin
 
-    assert SmartArray.__bases__ == (NDArrayOperatorsMixin, ArgHint, typing.Generic)
+    from smartarray._array import _Indexing
+
+    assert SmartArray.__bases__ == (_Indexing, NDArrayOperatorsMixin, ArgHint, typing.Generic)
     assert "smartarray._array_typing" not in sys.modules
     code = "import smartarray._array_typing as m; print(sorted(n for n in vars(m) if n[0] != '_'))"
     result = subprocess.run(

@@ -458,10 +458,11 @@ def _fast_host_view(
     a writing argument, the device copy is already stale (state HOST); for a read-only one,
     state HOST, or BOTH with no device work to wait for (``_device_event`` is None; it matters
     for mapped memory). The allocation's host token, when set, says state HOST with nothing
-    pending (docs/coherence.md, invariant 7): one look-up instead of these. Otherwise ``out`` is left NULL and the caller takes the slow path, which changes
-    the state under the allocation's lock. Only borrowed references are read from the
-    instance dicts of the SmartArray (or intent) and its Allocation: no attribute look-up
-    machinery, no Python code.
+    pending (docs/coherence.md, invariant 7): one look-up instead of these. Otherwise
+    ``out`` is left NULL and the caller takes the slow path, which changes the state under
+    the allocation's lock. Only borrowed references are read from the instance dicts of the
+    SmartArray (or intent) and its Allocation: no attribute look-up machinery, no Python
+    code.
     """
     builder, pyapi = c.builder, c.pyapi
     null = pyapi.get_null_object()
