@@ -641,6 +641,7 @@ def _meta() -> dict[str, Any]:
         "numba-cuda": importlib.metadata.version("numba-cuda"),
         "numpy": np.__version__,
         "load_average": _load_average(),  # (1 min, when the run began)
+        "indexing": _indexing(),
     }
     if _backend.tier() == "gpu":
         meta["gpu"] = gpu_description()
@@ -798,6 +799,7 @@ def host_speed(quick: bool) -> list[dict[str, Any]]:
         "rounds): that estimate's two times\nand its ratio, then the range of all the ratios.",
         flush=True,
     )
+    print(f"SmartArray's indexing: {_indexing()}.", flush=True)
     print(bench_host.format_header(), flush=True)
 
     def show(row: dict[str, Any]) -> None:
@@ -816,6 +818,18 @@ def host_speed(quick: bool) -> list[dict[str, Any]]:
     if quick:
         print(QUICK_HOST_NOTE)
     return rows
+
+
+def _indexing() -> str:
+    """Where SmartArray's indexing fast paths run: the C slots of smartarray._speedups, or
+    their Python twins (the module not built, or SMARTARRAY_PURE_PYTHON set)."""
+    from .. import _array
+
+    if _array._speedups is not None:
+        return "C slots (smartarray._speedups)"
+    if _array._compiled is not None:
+        return "Python (smartarray._speedups turned off by SMARTARRAY_PURE_PYTHON)"
+    return "Python (smartarray._speedups not built: no C compiler at install)"
 
 
 def _load_average() -> str:
