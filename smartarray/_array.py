@@ -272,11 +272,9 @@ class SmartArray(_Indexing, _OperatorsMixin, _ArgHint, Generic[_ShapeT_co, _DTyp
         _alloc = _AllocationOnFirstRead()
     # The attributes below are set on every array, by each constructor: _init_view, the
     # light constructors own_result and construct's _copy_of_ndarray, and the slice fast path
-    # of __getitem__. None of them has a class-level default: CPython 3.12 specialises no
-    # read of an instance attribute that a class attribute of the same name shadows (about
-    # 1.5x the time of ``x[3]`` and ``x[3] = 1.0`` there). They are read as attributes, never
-    # through ``__dict__``: touching ``__dict__`` turns CPython's compact instance attributes
-    # into a dict, which makes every later attribute access of that instance slower.
+    # of __getitem__. They are the slots of SmartArray's first base (FIELDS, above the
+    # class): no class-level default (unset, one is missing), read as fast as an instance
+    # attribute, and read and written directly by the C slots of _speedups.Indexing.
     #
     # ``_alloc`` once made, else None, for the fast paths: a plain attribute, which CPython
     # reads faster than one a class-level descriptor stands for (about 25 ns a read on
