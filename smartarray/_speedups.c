@@ -204,27 +204,20 @@ done:
     return status;
 }
 
-/* The host token, state or event of an Allocation: a new reference, or NULL (error). */
-#define ALLOC_ATTR(alloc, name) PyObject_GetAttr((alloc), (name))
-
 /* ``self[key]``, key an int: the element of a 1-d array whose host copy is ready. */
 static int
 element(Indexing *self, PyObject *key, PyObject **out)
 {
-    PyObject *host = self->host_1d, *alloc = self->alloc_if_made;
+    PyObject *host = self->host_1d, *alloc;
     PyObject *value = NULL, *state = NULL;
     int ready = 0;
 
     if (host == NULL || host == Py_None)
         return 0;
-    if (alloc == NULL) {
-        PyErr_Format(PyExc_AttributeError,
-                     "'%.100s' object has no attribute '_alloc_if_made'",
-                     Py_TYPE(self)->tp_name);
+    alloc = field((PyObject *)self, self->alloc_if_made, "_alloc_if_made");
+    if (alloc == NULL)
         return -1;
-    }
     Py_INCREF(host); /* (held: the reads below may run code that drops the slot's) */
-    Py_INCREF(alloc);
     if (alloc == Py_None) {
         /* (no allocation yet: see _own_host) */
         value = field((PyObject *)self, self->own_host, "_own_host");
@@ -233,17 +226,17 @@ element(Indexing *self, PyObject *key, PyObject **out)
         ready = value != Py_None;
     }
     else {
-        value = ALLOC_ATTR(alloc, s_host_token);
+        value = PyObject_GetAttr(alloc, s_host_token);
         if (value == NULL)
             goto error;
         if (value != Py_None) /* (state HOST, nothing pending) */
             ready = 1;
         else {
             Py_CLEAR(value);
-            state = ALLOC_ATTR(alloc, s_state);
+            state = PyObject_GetAttr(alloc, s_state);
             if (state == NULL)
                 goto error;
-            value = ALLOC_ATTR(alloc, s_host_event);
+            value = PyObject_GetAttr(alloc, s_host_event);
             if (value == NULL)
                 goto error;
             if (value == Py_None) {
@@ -252,7 +245,7 @@ element(Indexing *self, PyObject *key, PyObject **out)
                     ready = 1;
                 else if (state == state_both) {
                     Py_CLEAR(value);
-                    value = ALLOC_ATTR(alloc, s_device_event);
+                    value = PyObject_GetAttr(alloc, s_device_event);
                     if (value == NULL)
                         goto error;
                     ready = value == Py_None;
@@ -334,7 +327,7 @@ indexing_ass_subscript(PyObject *op, PyObject *key, PyObject *value)
     alloc = field(op, self->alloc_if_made, "_alloc_if_made"); /* (set wherever _host_rw is) */
     if (alloc == NULL)
         goto done;
-    token = ALLOC_ATTR(alloc, s_host_token);
+    token = PyObject_GetAttr(alloc, s_host_token);
     if (token == NULL)
         goto done;
     if (token != Py_None) {
@@ -348,7 +341,7 @@ indexing_ass_subscript(PyObject *op, PyObject *key, PyObject *value)
             PyErr_Clear();
         }
         else {
-            again = ALLOC_ATTR(alloc, s_host_token);
+            again = PyObject_GetAttr(alloc, s_host_token);
             if (again == NULL)
                 goto done;
             if (again == token) {
@@ -370,41 +363,22 @@ done:
     return status;
 }
 
+/* Slot ``member`` of ``op`` (an entry of indexing_members), as an lvalue. */
+#define SLOT(op, member) (*(PyObject **)((char *)(op) + (member)->offset))
+
 static int
 indexing_traverse(PyObject *op, visitproc visit, void *arg)
 {
-    Indexing *self = (Indexing *)op;
-    Py_VISIT(self->alloc_if_made);
-    Py_VISIT(self->own_host);
-    Py_VISIT(self->offset);
-    Py_VISIT(self->shape);
-    Py_VISIT(self->strides);
-    Py_VISIT(self->dtype);
-    Py_VISIT(self->writeable);
-    Py_VISIT(self->base);
-    Py_VISIT(self->host_ro);
-    Py_VISIT(self->host_rw);
-    Py_VISIT(self->host_scalar);
-    Py_VISIT(self->host_1d);
+    for (PyMemberDef *member = indexing_members; member->name != NULL; member++)
+        Py_VISIT(SLOT(op, member));
     return 0;
 }
 
 static int
 indexing_clear(PyObject *op)
 {
-    Indexing *self = (Indexing *)op;
-    Py_CLEAR(self->alloc_if_made);
-    Py_CLEAR(self->own_host);
-    Py_CLEAR(self->offset);
-    Py_CLEAR(self->shape);
-    Py_CLEAR(self->strides);
-    Py_CLEAR(self->dtype);
-    Py_CLEAR(self->writeable);
-    Py_CLEAR(self->base);
-    Py_CLEAR(self->host_ro);
-    Py_CLEAR(self->host_rw);
-    Py_CLEAR(self->host_scalar);
-    Py_CLEAR(self->host_1d);
+    for (PyMemberDef *member = indexing_members; member->name != NULL; member++)
+        Py_CLEAR(SLOT(op, member));
     return 0;
 }
 
